@@ -1,0 +1,1 @@
+"""Distributed runtime plugins shipped with tacc_hub (entry-point group ``tacc_hub.runtimes``)."""

@@ -1,0 +1,56 @@
+"""``torchrun``: PyTorch elastic launcher, one launcher per node starting the ranks.
+
+Ranks per node: ``options.nproc_per_node``, else ``resources.tasks_per_node``
+when above 1, else the node's GPU count, else 1. Rendezvous values come from
+the launch-time variables through torchrun's own ``PET_*`` environment
+variables, so the argv stays the same on every node.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tacc_hub.compiler.plan import Arg, NodeLaunch
+from tacc_hub.compiler.runtime import LaunchContext
+from tacc_hub.schema import SpecError
+
+
+class TorchrunOptions(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    nproc_per_node: int | None = Field(None, ge=1, le=256)
+    max_restarts: int = Field(0, ge=0, le=100)
+
+
+class TorchrunRuntime:
+    name = "torchrun"
+    options = TorchrunOptions
+
+    def launch(self, ctx: LaunchContext, opts: TorchrunOptions) -> NodeLaunch:
+        if ctx.nodes != 1:
+            raise SpecError.one("resources.nodes", "runtime torchrun runs on one node in this release")
+        nproc = opts.nproc_per_node or (
+            ctx.tasks_per_node if ctx.tasks_per_node > 1 else max(ctx.gpus_per_node, 1)
+        )
+        argv = list(ctx.user_argv)
+        head: list[Arg] = [
+            "python", "-m", "torch.distributed.run",
+            f"--nnodes={ctx.nodes}", f"--nproc-per-node={nproc}", f"--max-restarts={opts.max_restarts}",
+        ]
+        first = argv[0] if argv else ""
+        if not ctx.shell and isinstance(first, str) and first in ("python", "python3") and len(argv) > 1:
+            rest = argv[1:]
+            if rest[0] == "-m":
+                head.append("--module")
+                rest = rest[1:]
+            argv = rest
+        elif ctx.shell or not (isinstance(first, str) and first.endswith(".py")):
+            head.append("--no-python")
+        return NodeLaunch(
+            argv=[*head, *argv],
+            env_from={
+                "PET_NODE_RANK": "TACC_NODE_RANK",
+                "PET_MASTER_ADDR": "TACC_MASTER_ADDR",
+                "PET_MASTER_PORT": "TACC_MASTER_PORT",
+            },
+        )

@@ -1,0 +1,144 @@
+"""compile_task: (TaskSpec, SiteProfile) -> ExecutionPlan.
+
+Invariants: pure and deterministic (no clock, no filesystem, no randomness);
+refuses, with a SpecError naming the field, anything the site cannot run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+
+from tacc_hub.schema import SpecError, TaskSpec
+from tacc_hub.schema.task import GitCode, LocalCode, SnapshotCode
+
+from .plan import CodePlan, EnvPlan, EnvRef, ExecutionPlan, Features
+from .render import render_script
+from .runtime import LaunchContext, get_runtime, parse_options
+from .site import SiteProfile
+
+ENTRYPOINT_FILE = "entrypoint.sh"
+
+
+def _env_plan(spec: TaskSpec, site: SiteProfile) -> EnvPlan:
+    env = spec.environment
+    version = env.python or site.default_python
+    if version not in site.pythons:
+        have = ", ".join(sorted(site.pythons)) or "none"
+        raise SpecError.one("environment.python", f"Python {version} is not available at this site (available: {have})")
+    python = site.pythons[version]
+    if env.conda is not None:
+        if not site.conda_command:
+            raise SpecError.one(
+                "environment.conda", "this site has no conda or micromamba; use pip requirements instead"
+            )
+        key = {"conda": env.conda.model_dump(mode="json"), "tool": site.conda_command}
+        digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+        return EnvPlan(
+            kind="conda", digest=digest, python=python, path=posixpath.join(site.env_root, digest),
+            builder="conda", conda=env.conda, conda_command=site.conda_command,
+        )
+    if not env.requirements:
+        base = posixpath.dirname(posixpath.dirname(python))
+        return EnvPlan(kind="base", digest="base-" + version, python=python, path=base)
+    key = {
+        "python": python,
+        "requirements": sorted(env.requirements),
+        "builder": site.env_builder,
+        "inherit": site.inherit_packages,
+    }
+    digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+    return EnvPlan(
+        kind="venv", digest=digest, python=python, path=posixpath.join(site.env_root, digest),
+        builder=site.env_builder, requirements=sorted(env.requirements), inherit_packages=site.inherit_packages,
+    )
+
+
+def _code_plan(spec: TaskSpec, site: SiteProfile) -> CodePlan:
+    code = spec.code
+    if isinstance(code, LocalCode):
+        raise SpecError.one("code", "a local directory must be snapshotted and uploaded first (tcloud does this)")
+    if isinstance(code, SnapshotCode):
+        return CodePlan(kind="snapshot", digest=code.digest, archive=posixpath.join(site.code_root, code.digest + ".tar.gz"))
+    assert isinstance(code, GitCode)
+    return CodePlan(kind="git", url=code.url, commit=code.commit, patch=code.patch)
+
+
+def _features(spec: TaskSpec) -> Features:
+    ep = spec.entrypoint
+    if ep.shell is not None:
+        joined = " ".join(ep.shell)
+        language = "notebook" if ".ipynb" in joined else ("python" if "python" in joined or ".py" in joined else "shell")
+    else:
+        assert ep.argv is not None
+        words = [w for w in ep.argv[:3]]
+        if any(w.endswith(".ipynb") for w in words):
+            language = "notebook"
+        elif any(posixpath.basename(w).startswith("python") or w.endswith(".py") for w in words):
+            language = "python"
+        elif words[0] in ("bash", "sh") or words[0].endswith(".sh"):
+            language = "shell"
+        else:
+            language = "other"
+    gpus = spec.resources.total_gpus
+    size = "cpu" if gpus == 0 else "small" if gpus == 1 else "medium" if gpus <= 8 else "large"
+    code_bytes = spec.code.size if isinstance(spec.code, SnapshotCode) else 0
+    return Features(language=language, size_class=size, total_gpus=gpus, code_bytes=code_bytes)  # type: ignore[arg-type]
+
+
+def _check_site(spec: TaskSpec, site: SiteProfile) -> None:
+    r = spec.resources
+    if r.nodes > site.max_nodes:
+        raise SpecError.one("resources.nodes", f"{r.nodes} nodes requested; this site has {site.max_nodes}")
+    if r.gpus_per_node > site.max_gpus_per_node:
+        raise SpecError.one(
+            "resources.gpus_per_node",
+            f"{r.gpus_per_node} GPUs per node requested; the largest node here has {site.max_gpus_per_node}",
+        )
+    if r.partition is not None and r.partition not in site.partitions:
+        have = ", ".join(site.partitions) or "none"
+        raise SpecError.one("resources.partition", f"unknown partition '{r.partition}' (available: {have})")
+    if r.gpu_type is not None and r.gpu_type not in site.gpu_types:
+        have = ", ".join(site.gpu_types) or "none"
+        raise SpecError.one("resources.gpu_type", f"unknown GPU type '{r.gpu_type}' (available: {have})")
+    if spec.environment.modules and not site.modules:
+        raise SpecError.one("environment.modules", "this site has no environment modules")
+    for i, ds in enumerate(spec.datasets):
+        if ds not in site.datasets:
+            have = ", ".join(sorted(site.datasets)) or "none"
+            raise SpecError.one(f"datasets[{i}]", f"unknown dataset '{ds}' (available: {have})")
+
+
+def compile_task(spec: TaskSpec, site: SiteProfile) -> ExecutionPlan:
+    _check_site(spec, site)
+    env = _env_plan(spec, site)
+    code = _code_plan(spec, site)
+    files: dict[str, str] = {}
+    ep = spec.entrypoint
+    if ep.shell is not None:
+        files[ENTRYPOINT_FILE] = "set -e\n" + "\n".join(ep.shell) + "\n"
+        user_argv = ["bash", EnvRef(env="TACC_TASKDIR", suffix="/" + ENTRYPOINT_FILE)]
+    else:
+        assert ep.argv is not None
+        user_argv = list(ep.argv)
+    runtime = get_runtime(spec.runtime.kind)
+    opts = parse_options(runtime, dict(spec.runtime.options))
+    r = spec.resources
+    ctx = LaunchContext(
+        user_argv=user_argv, shell=ep.shell is not None, nodes=r.nodes, tasks_per_node=r.tasks_per_node,
+        gpus_per_node=r.gpus_per_node, options=dict(spec.runtime.options),
+    )
+    launch = runtime.launch(ctx, opts)
+    datasets = {ds: site.datasets[ds] for ds in spec.datasets}
+    digest = spec.digest
+    script = render_script(
+        name=spec.name, task_digest=digest, env=env, variables=dict(spec.environment.variables),
+        modules=list(spec.environment.modules), datasets=datasets, workdir=spec.workdir, launch=launch,
+    )
+    return ExecutionPlan(
+        task_digest=digest, name=spec.name, resources=r, runtime=spec.runtime.kind,
+        procs_per_node=r.tasks_per_node, env=env, code=code, workdir=spec.workdir, datasets=datasets,
+        outputs=list(spec.outputs), log_file=spec.log_file, files=files, launch=launch,
+        features=_features(spec), script=script,
+    )

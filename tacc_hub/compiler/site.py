@@ -1,0 +1,34 @@
+"""What the compiler needs to know about the site it compiles for.
+
+Invariant: a SiteProfile is plain data (built by the service from its
+configuration); the compiler never looks at the machine itself, so the same
+spec and the same profile always give the same plan.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class SiteProfile(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = "local"
+    pythons: dict[str, str] = Field(description="Python major.minor -> interpreter path used to build task envs.")
+    default_python: str = Field(description="Key of `pythons` used when a spec names none.")
+    env_root: str = Field(description="Directory holding one environment per dependency digest.")
+    code_root: str = Field(description="Content-addressed store of code snapshots.")
+    env_builder: Literal["uv", "pip"] = "pip"
+    conda_command: str | None = Field(None, description="conda or micromamba executable, if the site has one.")
+    inherit_packages: list[str] = Field(
+        default_factory=list,
+        description="site-packages directories visible inside every task env (the hub's own, by default).",
+    )
+    datasets: dict[str, str] = Field(default_factory=dict, description="Shared dataset name -> path.")
+    modules: bool = Field(False, description="Whether `module load` (environment modules) exists on the nodes.")
+    max_nodes: int = 1
+    max_gpus_per_node: int = 0
+    partitions: list[str] = Field(default_factory=list)
+    gpu_types: list[str] = Field(default_factory=list)

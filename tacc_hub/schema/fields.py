@@ -1,0 +1,113 @@
+"""Constrained string and number types shared by the task schema.
+
+Invariant: a value that passes one of these types is safe to place in a file
+name, an environment variable name or a shell word *after quoting*; none of
+them is ever trusted to be shell-safe unquoted.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Annotated
+
+from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints
+
+NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
+MODULE_RE = r"^[A-Za-z0-9][A-Za-z0-9._+/-]{0,127}$"
+SHA256_RE = r"^[0-9a-f]{64}$"
+
+
+
+def _matches(pattern: str, what: str) -> AfterValidator:
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.match(value):
+            raise ValueError(f"{value[:80]!r} is not a valid {what}")
+        return value
+
+    return AfterValidator(check)
+
+
+# A short identifier: task names, dataset names, GPU types, partitions.
+Name = Annotated[
+    str, _matches(NAME_RE, "name (letters, digits, '.', '_', '-'; starts with a letter or digit; at most 64)")
+]
+EnvName = Annotated[str, _matches(ENV_NAME_RE, "variable name (letters, digits and '_', not starting with a digit)")]
+ModuleName = Annotated[str, _matches(MODULE_RE, "module name (letters, digits, '.', '_', '+', '/', '-')")]
+Sha256 = Annotated[str, _matches(SHA256_RE, "sha256 digest (64 lowercase hex digits)")]
+# Free text that ends up quoted in a script (an argument, an env value).
+Text = Annotated[str, StringConstraints(max_length=65536)]
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain NUL bytes")
+    return value
+
+
+SafeText = Annotated[Text, AfterValidator(_no_nul)]
+
+
+def _rel_path(value: str) -> str:
+    """A path that stays inside the task's working directory."""
+    if not value or "\x00" in value:
+        raise ValueError("must be a non-empty path")
+    if value.startswith(("/", "~")) or "\\" in value:
+        raise ValueError(f"{value!r} must be relative to the task's working directory")
+    norm = posixpath.normpath(value)
+    if norm == ".." or norm.startswith("../"):
+        raise ValueError(f"{value!r} leaves the task's working directory")
+    if len(norm) > 1024:
+        raise ValueError("path is longer than 1024 characters")
+    return norm
+
+
+RelPath = Annotated[str, AfterValidator(_rel_path)]
+
+_MEM_RE = re.compile(r"^(\d+)\s*([KMGT]?)(i?B)?$", re.IGNORECASE)
+_MEM_FACTOR = {"": 1, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+def parse_memory_mib(value: object) -> object:
+    """'16G' -> 16384; '512M' -> 512; a bare number is MiB (sbatch's default)."""
+    if isinstance(value, str):
+        m = _MEM_RE.match(value.strip())
+        if not m:
+            raise ValueError(f"{value!r} is not a memory size such as 512M or 16G")
+        return int(int(m.group(1)) * _MEM_FACTOR[m.group(2).upper()])
+    return value
+
+
+_TIME_RE = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+_UNIT_RE = re.compile(r"^(\d+)\s*([smhd])$")
+
+
+def parse_duration_s(value: object) -> object:
+    """Slurm time formats ('MM', 'MM:SS', 'HH:MM:SS', 'D-HH[:MM[:SS]]') or '90m', '2h', '1d'."""
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    u = _UNIT_RE.match(text)
+    if u:
+        return int(u.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[u.group(2)]
+    m = _TIME_RE.match(text)
+    if not m:
+        raise ValueError(f"{value!r} is not a time limit such as 90m, 2h, 1:30:00 or 2-00:00:00")
+    days, a, b, c = m.groups()
+    nums = [int(x) for x in (a, b, c) if x is not None]
+    if days is not None:
+        # D-HH, D-HH:MM, D-HH:MM:SS
+        hh, mm, ss = (nums + [0, 0])[:3]
+        return int(days) * 86400 + hh * 3600 + mm * 60 + ss
+    if len(nums) == 1:
+        return nums[0] * 60  # bare minutes, as sbatch
+    if len(nums) == 2:
+        return nums[0] * 60 + nums[1]
+    return nums[0] * 3600 + nums[1] * 60 + nums[2]
+
+
+MemoryMiB = Annotated[int, BeforeValidator(parse_memory_mib), Field(ge=1, le=64 * 1024 * 1024)]
+DurationS = Annotated[int, BeforeValidator(parse_duration_s), Field(ge=1, le=90 * 86400)]

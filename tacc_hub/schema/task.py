@@ -1,0 +1,224 @@
+"""The task specification: everything that determines one run, and nothing else.
+
+Invariants:
+- Models are frozen and reject unknown fields; no I/O happens here.
+- Every string that can reach a script is constrained (see ``fields``) and is
+  quoted by whoever renders it; nothing here is shell-safe by itself.
+- ``TaskSpec.digest`` (see ``digest``) covers every field.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .fields import (
+    DurationS,
+    EnvName,
+    MemoryMiB,
+    ModuleName,
+    Name,
+    RelPath,
+    SafeText,
+    Sha256,
+)
+
+SCHEMA_VERSION = 1
+
+# Environment variables the system sets for every task; a spec may not set them.
+RESERVED_ENV_PREFIXES = ("TACC_", "SLURM_", "PET_")
+RESERVED_ENV_NAMES = frozenset(
+    {"CUDA_VISIBLE_DEVICES", "PATH", "VIRTUAL_ENV", "HOME", "USER", "LD_PRELOAD", "PYTHONPATH",
+     "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK"}
+)
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --- code ---------------------------------------------------------------------
+
+
+class LocalCode(Model):
+    """A directory on the submitting machine; the client snapshots it before submit."""
+
+    kind: Literal["local"] = "local"
+    path: str = Field(".", max_length=4096, description="Directory to snapshot, relative to the spec file.")
+
+
+class SnapshotCode(Model):
+    """A content-addressed snapshot (deterministic tar.gz) already uploaded to the service."""
+
+    kind: Literal["snapshot"] = "snapshot"
+    digest: Sha256 = Field(description="sha256 of the snapshot archive.")
+    size: int = Field(0, ge=0, description="Archive size in bytes, as the client measured it.")
+
+
+_GIT_URL_RE = re.compile(r"^(https://|http://|ssh://|git://|file://|[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+:)[^\s]+$")
+
+
+class GitCode(Model):
+    """A git repository at an exact commit, with an optional patch of uncommitted changes."""
+
+    kind: Literal["git"] = "git"
+    url: str = Field(max_length=2048, description="Clone URL (https, ssh, git or file).")
+    commit: str = Field(pattern=r"^[0-9a-f]{7,40}$", description="Commit hash; branches are not reproducible.")
+    patch: str | None = Field(None, max_length=8 * 1024 * 1024, description="Output of `git diff HEAD`, applied after checkout.")
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str) -> str:
+        if v.startswith("-") or not _GIT_URL_RE.match(v) or "\x00" in v:
+            raise ValueError("must be a git URL (https://, ssh://, git://, file:// or user@host:path)")
+        return v
+
+
+Code = Annotated[LocalCode | SnapshotCode | GitCode, Field(discriminator="kind")]
+
+
+# --- what to run ----------------------------------------------------------------
+
+
+class Entrypoint(Model):
+    """Exactly one of ``argv`` (an exact argument vector) or ``shell`` (bash lines)."""
+
+    argv: list[SafeText] | None = Field(None, min_length=1, max_length=4096)
+    shell: list[SafeText] | None = Field(None, min_length=1, max_length=4096)
+
+    @model_validator(mode="after")
+    def _one(self) -> Entrypoint:
+        if (self.argv is None) == (self.shell is None):
+            raise ValueError("give exactly one of entrypoint.argv or entrypoint.shell")
+        return self
+
+
+class CondaSpec(Model):
+    """A conda environment as SING/TACC writes it."""
+
+    name: Name | None = None
+    channels: list[Name] = Field(default_factory=list, max_length=64)
+    dependencies: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.\-=<>!*,+]{0,199}$")]] = Field(
+        default_factory=list, max_length=1024
+    )
+
+
+_PIN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?\s*===?\s*[A-Za-z0-9.+!_-]+(\s*;.*)?$")
+_DIRECT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?\s*@\s*(https?|file)://\S+$")
+
+
+def _pinned(req: str) -> str:
+    text = req.strip()
+    if text.startswith("-"):
+        raise ValueError(f"{req!r}: pip options are not allowed in requirements")
+    if "\n" in text or "\x00" in text:
+        raise ValueError(f"{req!r}: one requirement per entry")
+    if not (_PIN_RE.match(text) or _DIRECT_RE.match(text)):
+        raise ValueError(f"{req!r} is not pinned; write NAME==VERSION so the run is reproducible")
+    return text
+
+
+class Environment(Model):
+    """Software the task needs: Python, pinned pip packages, conda, variables, modules."""
+
+    python: str | None = Field(None, pattern=r"^3\.\d{1,2}$", description="Python major.minor, e.g. 3.11.")
+    requirements: list[Annotated[str, Field(max_length=1024)]] = Field(default_factory=list, max_length=2048)
+    conda: CondaSpec | None = None
+    variables: dict[EnvName, SafeText] = Field(default_factory=dict, max_length=1024)
+    modules: list[ModuleName] = Field(default_factory=list, max_length=256)
+
+    @field_validator("requirements")
+    @classmethod
+    def _reqs(cls, v: list[str]) -> list[str]:
+        return [_pinned(r) for r in v]
+
+    @field_validator("variables")
+    @classmethod
+    def _vars(cls, v: dict[str, str]) -> dict[str, str]:
+        for key in v:
+            if key in RESERVED_ENV_NAMES or key.startswith(RESERVED_ENV_PREFIXES):
+                raise ValueError(f"{key} is set by tacc_hub and cannot be overridden")
+        return v
+
+    @model_validator(mode="after")
+    def _one_manager(self) -> Environment:
+        if self.conda is not None and self.requirements:
+            raise ValueError("give pip requirements or a conda spec, not both (list pip packages under conda)")
+        return self
+
+
+# --- resources, network, QoS, runtime ---------------------------------------------
+
+
+class Resources(Model):
+    """Compute requested per node; totals are nodes x per-node values."""
+
+    nodes: int = Field(1, ge=1, le=1024)
+    gpus_per_node: int = Field(0, ge=0, le=16)
+    gpu_type: Name | None = None
+    tasks_per_node: int = Field(1, ge=1, le=256, description="Processes per node (ranks).")
+    cpus_per_task: int = Field(1, ge=1, le=512)
+    memory: MemoryMiB | None = Field(None, description="Memory per node in MiB; accepts 16G, 512M.")
+    time_limit: DurationS = Field(3600, description="Wall-clock limit in seconds; accepts 90m, 2h, 1:00:00.")
+    partition: Name | None = None
+
+    @property
+    def total_gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+
+class Network(Model):
+    rdma: Literal["required", "preferred", "off"] = "preferred"
+    same_switch: bool = False
+
+
+class QoS(Model):
+    qos_class: Literal["interactive", "normal", "low"] = Field("normal", alias="class")
+    preemptible: bool = False
+    priority: int = Field(0, ge=-100, le=100, description="Order among the owner's own tasks.")
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+RuntimeKind = Literal["plain", "torchrun", "deepspeed", "horovod", "mpi", "byteps"]
+OptionValue = Annotated[str, Field(max_length=4096)] | int | float | bool
+
+
+class Runtime(Model):
+    kind: RuntimeKind = "plain"
+    options: dict[EnvName, OptionValue] = Field(default_factory=dict, max_length=64)
+
+
+# --- the task ----------------------------------------------------------------------
+
+
+class TaskSpec(Model):
+    """One self-contained, reproducible task."""
+
+    name: Name
+    code: Code = Field(default_factory=LocalCode)
+    entrypoint: Entrypoint
+    workdir: RelPath = Field(".", description="Working directory, relative to the code root.")
+    environment: Environment = Field(default_factory=Environment)
+    resources: Resources = Field(default_factory=Resources)
+    network: Network = Field(default_factory=Network)
+    qos: QoS = Field(default_factory=QoS)
+    runtime: Runtime = Field(default_factory=Runtime)
+    datasets: list[Name] = Field(default_factory=list, max_length=64)
+    outputs: list[RelPath] = Field(default_factory=list, max_length=256)
+    log_file: RelPath | None = Field(None, description="Also keep the task's output at this path in the workdir.")
+
+    @field_validator("datasets", "outputs")
+    @classmethod
+    def _unique(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("entries must be unique")
+        return v
+
+    @property
+    def digest(self) -> str:
+        from .digest import spec_digest
+
+        return spec_digest(self)
