@@ -38,16 +38,22 @@ class TorchrunRuntime:
             f"--nnodes={ctx.nodes}", f"--nproc-per-node={nproc}", f"--max-restarts={opts.max_restarts}",
         ]
         first = argv[0] if argv else ""
-        if not ctx.shell and isinstance(first, str) and first in ("python", "python3") and len(argv) > 1:
-            rest = argv[1:]
-            if rest[0] == "-m":
-                head.append("--module")
-                rest = rest[1:]
-            argv = rest
+        second = argv[1] if len(argv) > 1 else ""
+        if not ctx.shell and first in ("python", "python3") and second == "-m" and len(argv) > 2:
+            head.append("--module")  # python -m pkg args -> torchrun --module pkg args
+            argv = argv[2:]
+        elif (
+            not ctx.shell and first in ("python", "python3") and isinstance(second, str)
+            and second and not second.startswith("-")
+        ):
+            argv = argv[1:]  # python train.py args -> torchrun train.py args
         elif ctx.shell or not (isinstance(first, str) and first.endswith(".py")):
+            # Anything else (a shell entrypoint, `python -u ...`, `python -c ...`, another
+            # program) runs as given in every rank: torchrun would read `-u` as its own option.
             head.append("--no-python")
         return NodeLaunch(
             argv=[*head, *argv],
+            procs_per_node=nproc,
             env_from={
                 "PET_NODE_RANK": "TACC_NODE_RANK",
                 "PET_MASTER_ADDR": "TACC_MASTER_ADDR",

@@ -60,7 +60,8 @@ def _code_plan(spec: TaskSpec, site: SiteProfile) -> CodePlan:
     if isinstance(code, LocalCode):
         raise SpecError.one("code", "a local directory must be snapshotted and uploaded first (tcloud does this)")
     if isinstance(code, SnapshotCode):
-        return CodePlan(kind="snapshot", digest=code.digest, archive=posixpath.join(site.code_root, code.digest + ".tar.gz"))
+        archive = posixpath.join(site.code_root, code.digest + ".tar.gz")
+        return CodePlan(kind="snapshot", digest=code.digest, archive=archive)
     assert isinstance(code, GitCode)
     return CodePlan(kind="git", url=code.url, commit=code.commit, patch=code.patch)
 
@@ -69,7 +70,12 @@ def _features(spec: TaskSpec) -> Features:
     ep = spec.entrypoint
     if ep.shell is not None:
         joined = " ".join(ep.shell)
-        language = "notebook" if ".ipynb" in joined else ("python" if "python" in joined or ".py" in joined else "shell")
+        if ".ipynb" in joined:
+            language = "notebook"
+        elif "python" in joined or ".py" in joined:
+            language = "python"
+        else:
+            language = "shell"
     else:
         assert ep.argv is not None
         words = [w for w in ep.argv[:3]]
@@ -84,7 +90,7 @@ def _features(spec: TaskSpec) -> Features:
     gpus = spec.resources.total_gpus
     size = "cpu" if gpus == 0 else "small" if gpus == 1 else "medium" if gpus <= 8 else "large"
     code_bytes = spec.code.size if isinstance(spec.code, SnapshotCode) else 0
-    return Features(language=language, size_class=size, total_gpus=gpus, code_bytes=code_bytes)  # type: ignore[arg-type]
+    return Features(language=language, size_class=size, total_gpus=gpus, code_bytes=code_bytes)
 
 
 def _check_site(spec: TaskSpec, site: SiteProfile) -> None:
@@ -138,7 +144,7 @@ def compile_task(spec: TaskSpec, site: SiteProfile) -> ExecutionPlan:
     )
     return ExecutionPlan(
         task_digest=digest, name=spec.name, resources=r, runtime=spec.runtime.kind,
-        procs_per_node=r.tasks_per_node, env=env, code=code, workdir=spec.workdir, datasets=datasets,
+        procs_per_node=launch.procs_per_node, env=env, code=code, workdir=spec.workdir, datasets=datasets,
         outputs=list(spec.outputs), log_file=spec.log_file, files=files, launch=launch,
         features=_features(spec), script=script,
     )

@@ -69,6 +69,7 @@ class NodeLaunch(Model):
     """What runs on each node: one process (which may start the ranks itself)."""
 
     argv: list[Arg]
+    procs_per_node: int = Field(1, ge=1, description="Ranks this launch starts on each node (torchrun: nproc).")
     env: dict[str, str] = Field(default_factory=dict)
     env_from: dict[str, str] = Field(default_factory=dict, description="VAR -> name of a launch-time variable.")
 
@@ -86,7 +87,7 @@ class ExecutionPlan(Model):
     name: str
     resources: Resources
     runtime: str
-    procs_per_node: int
+    procs_per_node: int = Field(description="Ranks per node, as the runtime plugin starts them.")
     env: EnvPlan
     code: CodePlan
     workdir: str

@@ -37,7 +37,7 @@ class RuntimePlugin(Protocol):
     name: str
     options: type[BaseModel]
 
-    def launch(self, ctx: LaunchContext, opts: Any) -> NodeLaunch: ...  # noqa: ANN401
+    def launch(self, ctx: LaunchContext, opts: Any) -> NodeLaunch: ...
 
 
 class NoOptions(BaseModel):
@@ -48,7 +48,7 @@ def parse_options(plugin: RuntimePlugin, options: dict[str, Any]) -> BaseModel:
     try:
         return plugin.options.model_validate(options)
     except ValidationError as exc:
-        raise SpecError.from_validation(exc, "runtime.options") from None
+        raise SpecError.from_validation(exc, "runtime.options", plugin.options) from None
 
 
 @cache

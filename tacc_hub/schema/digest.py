@@ -20,7 +20,9 @@ def canonical_json(spec: TaskSpec) -> str:
     from .task import SCHEMA_VERSION
 
     body = spec.model_dump(mode="json", by_alias=True)
-    return json.dumps({"schema": SCHEMA_VERSION, "spec": body}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return json.dumps(
+        {"schema": SCHEMA_VERSION, "spec": body}, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    )
 
 
 def spec_digest(spec: TaskSpec) -> str:

@@ -13,18 +13,19 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BeforeValidator, Field, StringConstraints
 
-NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
-ENV_NAME_RE = r"^[A-Za-z_][A-Za-z0-9_]{0,127}$"
-MODULE_RE = r"^[A-Za-z0-9][A-Za-z0-9._+/-]{0,127}$"
-SHA256_RE = r"^[0-9a-f]{64}$"
-
+# Matched with ``re.fullmatch``: a ``$`` in ``re.match`` also accepts a trailing
+# newline, which would let "name\n" through into scripts and file names.
+NAME_RE = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
+ENV_NAME_RE = r"[A-Za-z_][A-Za-z0-9_]{0,127}"
+MODULE_RE = r"[A-Za-z0-9][A-Za-z0-9._+/-]{0,127}"
+SHA256_RE = r"[0-9a-f]{64}"
 
 
 def _matches(pattern: str, what: str) -> AfterValidator:
     compiled = re.compile(pattern)
 
     def check(value: str) -> str:
-        if not compiled.match(value):
+        if not compiled.fullmatch(value):
             raise ValueError(f"{value[:80]!r} is not a valid {what}")
         return value
 
@@ -54,12 +55,14 @@ SafeText = Annotated[Text, AfterValidator(_no_nul)]
 def _rel_path(value: str) -> str:
     """A path that stays inside the task's working directory."""
     if not value or "\x00" in value:
-        raise ValueError("must be a non-empty path")
+        raise ValueError("must be a non-empty path without NUL bytes")
+    if len(value) > 4096:
+        raise ValueError("path is longer than 4096 characters")
     if value.startswith(("/", "~")) or "\\" in value:
-        raise ValueError(f"{value!r} must be relative to the task's working directory")
+        raise ValueError(f"{value[:80]!r} must be relative to the task's working directory")
     norm = posixpath.normpath(value)
     if norm == ".." or norm.startswith("../"):
-        raise ValueError(f"{value!r} leaves the task's working directory")
+        raise ValueError(f"{value[:80]!r} leaves the task's working directory")
     if len(norm) > 1024:
         raise ValueError("path is longer than 1024 characters")
     return norm
@@ -67,22 +70,24 @@ def _rel_path(value: str) -> str:
 
 RelPath = Annotated[str, AfterValidator(_rel_path)]
 
-_MEM_RE = re.compile(r"^(\d+)\s*([KMGT]?)(i?B)?$", re.IGNORECASE)
-_MEM_FACTOR = {"": 1, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+# A unit letter is required before an optional "B"/"iB": "16B" is not 16 MiB.
+_MEM_RE = re.compile(r"(\d{1,12})\s*(?:([KMGT])(?:i?B)?)?", re.IGNORECASE)
+_MEM_KIB = {"K": 1, "M": 1024, "G": 1024**2, "T": 1024**3}
 
 
 def parse_memory_mib(value: object) -> object:
-    """'16G' -> 16384; '512M' -> 512; a bare number is MiB (sbatch's default)."""
+    """'16G' -> 16384; '512M' -> 512; '1536K' -> 2 (rounded up); a bare number is MiB (sbatch's default)."""
     if isinstance(value, str):
-        m = _MEM_RE.match(value.strip())
+        m = _MEM_RE.fullmatch(value.strip())
         if not m:
-            raise ValueError(f"{value!r} is not a memory size such as 512M or 16G")
-        return int(int(m.group(1)) * _MEM_FACTOR[m.group(2).upper()])
+            raise ValueError(f"{value[:80]!r} is not a memory size such as 512M or 16G")
+        kib = int(m.group(1)) * _MEM_KIB[(m.group(2) or "M").upper()]
+        return -(-kib // 1024)
     return value
 
 
-_TIME_RE = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
-_UNIT_RE = re.compile(r"^(\d+)\s*([smhd])$")
+_TIME_RE = re.compile(r"(?:(\d{1,9})-)?(\d{1,9})(?::(\d{1,9}))?(?::(\d{1,9}))?")
+_UNIT_RE = re.compile(r"(\d{1,9})\s*([smhd])")
 
 
 def parse_duration_s(value: object) -> object:
@@ -90,17 +95,17 @@ def parse_duration_s(value: object) -> object:
     if not isinstance(value, str):
         return value
     text = value.strip()
-    u = _UNIT_RE.match(text)
+    u = _UNIT_RE.fullmatch(text)
     if u:
         return int(u.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[u.group(2)]
-    m = _TIME_RE.match(text)
+    m = _TIME_RE.fullmatch(text)
     if not m:
-        raise ValueError(f"{value!r} is not a time limit such as 90m, 2h, 1:30:00 or 2-00:00:00")
+        raise ValueError(f"{value[:80]!r} is not a time limit such as 90m, 2h, 1:30:00 or 2-00:00:00")
     days, a, b, c = m.groups()
     nums = [int(x) for x in (a, b, c) if x is not None]
     if days is not None:
         # D-HH, D-HH:MM, D-HH:MM:SS
-        hh, mm, ss = (nums + [0, 0])[:3]
+        hh, mm, ss = [*nums, 0, 0][:3]
         return int(days) * 86400 + hh * 3600 + mm * 60 + ss
     if len(nums) == 1:
         return nums[0] * 60  # bare minutes, as sbatch

@@ -22,7 +22,7 @@ from .task import TaskSpec
 from .yamlsafe import load_yaml
 
 
-def normalize_document(doc: Any) -> dict[str, Any]:  # noqa: ANN401
+def normalize_document(doc: Any) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise SpecError.one("", "a task file must be a mapping of fields (name, entrypoint, ...)")
     data = dict(doc)
@@ -37,11 +37,11 @@ def normalize_document(doc: Any) -> dict[str, Any]:  # noqa: ANN401
     return data
 
 
-def spec_from_data(data: Any, prefix: str = "") -> TaskSpec:  # noqa: ANN401
+def spec_from_data(data: Any, prefix: str = "") -> TaskSpec:
     try:
         return TaskSpec.model_validate(normalize_document(data))
     except ValidationError as exc:
-        raise SpecError.from_validation(exc, prefix) from None
+        raise SpecError.from_validation(exc, prefix, TaskSpec) from None
 
 
 def load_tacc_yaml(text: str | bytes, source: str = "tacc.yaml") -> TaskSpec:

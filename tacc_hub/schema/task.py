@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .fields import (
     DurationS,
@@ -57,7 +57,8 @@ class SnapshotCode(Model):
     size: int = Field(0, ge=0, description="Archive size in bytes, as the client measured it.")
 
 
-_GIT_URL_RE = re.compile(r"^(https://|http://|ssh://|git://|file://|[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+:)[^\s]+$")
+# Matched with fullmatch (a "$" would let a trailing newline through).
+_GIT_URL_RE = re.compile(r"(https://|http://|ssh://|git://|file://|[A-Za-z0-9_.-]+@[A-Za-z0-9_.-]+:)[^\s]+")
 
 
 class GitCode(Model):
@@ -66,12 +67,14 @@ class GitCode(Model):
     kind: Literal["git"] = "git"
     url: str = Field(max_length=2048, description="Clone URL (https, ssh, git or file).")
     commit: str = Field(pattern=r"^[0-9a-f]{7,40}$", description="Commit hash; branches are not reproducible.")
-    patch: str | None = Field(None, max_length=8 * 1024 * 1024, description="Output of `git diff HEAD`, applied after checkout.")
+    patch: str | None = Field(
+        None, max_length=8 * 1024 * 1024, description="Output of `git diff HEAD`, applied after checkout."
+    )
 
     @field_validator("url")
     @classmethod
     def _url(cls, v: str) -> str:
-        if v.startswith("-") or not _GIT_URL_RE.match(v) or "\x00" in v:
+        if v.startswith("-") or not _GIT_URL_RE.fullmatch(v) or "\x00" in v:
             raise ValueError("must be a git URL (https://, ssh://, git://, file:// or user@host:path)")
         return v
 
@@ -112,35 +115,36 @@ _DIRECT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?\s*@
 def _pinned(req: str) -> str:
     text = req.strip()
     if text.startswith("-"):
-        raise ValueError(f"{req!r}: pip options are not allowed in requirements")
-    if "\n" in text or "\x00" in text:
-        raise ValueError(f"{req!r}: one requirement per entry")
+        raise ValueError(f"{req[:80]!r}: pip options are not allowed in requirements")
+    # Not only "\n": pip splits requirement files with str.splitlines ("\r", "\x85",
+    # "\u2028", ...), so any non-printable character could start a line of pip options.
+    if not text.isprintable():
+        raise ValueError(f"{req[:80]!r}: one requirement per entry, printable characters only")
     if not (_PIN_RE.match(text) or _DIRECT_RE.match(text)):
-        raise ValueError(f"{req!r} is not pinned; write NAME==VERSION so the run is reproducible")
+        raise ValueError(f"{req[:80]!r} is not pinned; write NAME==VERSION so the run is reproducible")
     return text
+
+
+def _not_reserved(key: str) -> str:
+    if key in RESERVED_ENV_NAMES or key.startswith(RESERVED_ENV_PREFIXES):
+        raise ValueError(f"{key} is set by tacc_hub and cannot be overridden")
+    return key
+
+
+# Checked per entry, so that errors name the entry (``environment.requirements[2]``,
+# ``environment.variables.CUDA_VISIBLE_DEVICES``), not the whole list.
+Requirement = Annotated[str, Field(max_length=1024), AfterValidator(_pinned)]
+UserEnvName = Annotated[EnvName, AfterValidator(_not_reserved)]
 
 
 class Environment(Model):
     """Software the task needs: Python, pinned pip packages, conda, variables, modules."""
 
     python: str | None = Field(None, pattern=r"^3\.\d{1,2}$", description="Python major.minor, e.g. 3.11.")
-    requirements: list[Annotated[str, Field(max_length=1024)]] = Field(default_factory=list, max_length=2048)
+    requirements: list[Requirement] = Field(default_factory=list, max_length=2048)
     conda: CondaSpec | None = None
-    variables: dict[EnvName, SafeText] = Field(default_factory=dict, max_length=1024)
+    variables: dict[UserEnvName, SafeText] = Field(default_factory=dict, max_length=1024)
     modules: list[ModuleName] = Field(default_factory=list, max_length=256)
-
-    @field_validator("requirements")
-    @classmethod
-    def _reqs(cls, v: list[str]) -> list[str]:
-        return [_pinned(r) for r in v]
-
-    @field_validator("variables")
-    @classmethod
-    def _vars(cls, v: dict[str, str]) -> dict[str, str]:
-        for key in v:
-            if key in RESERVED_ENV_NAMES or key.startswith(RESERVED_ENV_PREFIXES):
-                raise ValueError(f"{key} is set by tacc_hub and cannot be overridden")
-        return v
 
     @model_validator(mode="after")
     def _one_manager(self) -> Environment:

@@ -53,16 +53,24 @@ UNSAFE_SBATCH = {
     "propagate": "not allowed",
 }
 
-_INT_RE = re.compile(r"^\d{1,7}$")
-_GRES_RE = re.compile(r"^gpu(?::([A-Za-z0-9][A-Za-z0-9._-]{0,63}))?:(\d{1,3})$")
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+# Matched with fullmatch: "$" would also accept a trailing newline.
+_INT_RE = re.compile(r"\d{1,7}")
+_GRES_RE = re.compile(r"gpu(?::([A-Za-z0-9][A-Za-z0-9._-]{0,63}))?:(\d{1,3})")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _WORKDIR_PREFIXES = ("${TACC_WORKDIR}/", "$TACC_WORKDIR/")
 
 
 def _int(opt: str, value: str) -> int:
-    if not _INT_RE.match(value):
-        raise ValueError(f"{opt}={value!r}: expected a whole number")
+    if not _INT_RE.fullmatch(value):
+        raise ValueError(f"{opt}={value[:80]!r}: expected a whole number")
     return int(value)
+
+
+def _count(opt: str, value: str) -> int:
+    n = _int(opt, value)
+    if n < 1:
+        raise ValueError(f"{opt}={value!r}: must be at least 1")
+    return n
 
 
 def _workdir_path(opt: str, value: str) -> str:
@@ -78,7 +86,7 @@ def _workdir_path(opt: str, value: str) -> str:
 
 
 def _name(opt: str, value: str) -> str:
-    if not _NAME_RE.match(value):
+    if not _NAME_RE.fullmatch(value):
         raise ValueError(f"{opt}={value!r}: use letters, digits, '.', '_' and '-' only (at most 64)")
     return value
 
@@ -91,7 +99,7 @@ def _set(path: str, conv: Callable[[str, str], Any]) -> Callable[[dict[str, Any]
 
 
 def _gres(acc: dict[str, Any], opt: str, value: str) -> None:
-    m = _GRES_RE.match(value)
+    m = _GRES_RE.fullmatch(value)
     if not m:
         raise ValueError(f"{opt}={value!r}: expected gpu:N or gpu:TYPE:N")
     if m.group(1):
@@ -122,7 +130,7 @@ def _time(acc: dict[str, Any], opt: str, value: str) -> None:
 
 
 def _ntasks(acc: dict[str, Any], opt: str, value: str) -> None:
-    acc["_ntasks"] = _int(opt, value)
+    acc["_ntasks"] = _count(opt, value)
 
 
 def _qos(acc: dict[str, Any], opt: str, value: str) -> None:
@@ -138,10 +146,10 @@ def _flag(acc: dict[str, Any], opt: str, value: str) -> None:
 
 # sbatch long option -> how it maps into the schema.
 SBATCH_OPTIONS: dict[str, Callable[[dict[str, Any], str, str], None]] = {
-    "nodes": _set("resources.nodes", _int),
-    "ntasks-per-node": _set("resources.tasks_per_node", _int),
+    "nodes": _set("resources.nodes", _count),
+    "ntasks-per-node": _set("resources.tasks_per_node", _count),
     "ntasks": _ntasks,
-    "cpus-per-task": _set("resources.cpus_per_task", _int),
+    "cpus-per-task": _set("resources.cpus_per_task", _count),
     "gres": _gres,
     "gpus-per-node": _gpu_count,
     "mem": _mem,
@@ -156,7 +164,7 @@ SBATCH_OPTIONS: dict[str, Callable[[dict[str, Any], str, str], None]] = {
 }
 
 
-def parse_sbatch(options: Any) -> dict[str, Any]:  # noqa: ANN401
+def parse_sbatch(options: Any) -> dict[str, Any]:
     """``["nodes=2", "gres=gpu:2"]`` -> ``{"resources.nodes": 2, ...}``; errors name the entry."""
     if options is None:
         return {}
@@ -186,11 +194,15 @@ def parse_sbatch(options: Any) -> dict[str, Any]:  # noqa: ANN401
         nodes = acc.get("resources.nodes", 1)
         if ntasks % nodes:
             raise SpecError.one("job.general", f"ntasks={ntasks} is not a multiple of nodes={nodes}")
-        acc.setdefault("resources.tasks_per_node", ntasks // nodes)
+        per_node = acc.setdefault("resources.tasks_per_node", ntasks // nodes)
+        if per_node * nodes != ntasks:
+            raise SpecError.one(
+                "job.general", f"ntasks={ntasks} disagrees with nodes={nodes} x ntasks-per-node={per_node}"
+            )
     return acc
 
 
-def _list_of_str(value: Any, field: str) -> list[Any]:  # noqa: ANN401
+def _list_of_str(value: Any, field: str) -> list[Any]:
     if value is None:
         return []
     if isinstance(value, str):
@@ -200,7 +212,7 @@ def _list_of_str(value: Any, field: str) -> list[Any]:  # noqa: ANN401
     raise SpecError.one(field, "must be a string or a list of strings")
 
 
-def _env(value: Any) -> dict[str, Any]:  # noqa: ANN401
+def _env(value: Any) -> dict[str, Any]:
     if value is None:
         return {}
     if isinstance(value, dict):
@@ -216,7 +228,7 @@ def _env(value: Any) -> dict[str, Any]:  # noqa: ANN401
     raise SpecError.one("job.env", "must be a mapping or a list of KEY=VALUE")
 
 
-def spec_from_tuxiv(doc: Any, default_name: str = "tacc-task") -> TaskSpec:  # noqa: ANN401
+def spec_from_tuxiv(doc: Any, default_name: str = "tacc-task") -> TaskSpec:
     if not isinstance(doc, dict):
         raise SpecError.one("", "tuxiv.conf must be a mapping with entrypoint, environment, job, datasets")
     unknown = sorted(set(map(str, doc)) - TOP_KEYS)
@@ -253,7 +265,10 @@ def spec_from_tuxiv(doc: Any, default_name: str = "tacc-task") -> TaskSpec:  # n
             raise SpecError.one(f"environment.{extra[0]}", "unknown field (known: name, channels, dependencies)")
     data["environment"] = env
     if job.get("log") is not None:
-        data["log_file"] = _workdir_path("job.log", str(job["log"]))
+        try:
+            data["log_file"] = _workdir_path("log", str(job["log"]))
+        except ValueError as exc:
+            raise SpecError.one("job.log", str(exc)) from None
 
     for dotted, value in parse_sbatch(job.get("general")).items():
         target = data

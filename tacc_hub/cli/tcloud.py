@@ -1,0 +1,380 @@
+"""tcloud: submit and follow tasks on a tacc_hub cluster.
+
+Commands: init, submit, spec, ps, show, logs, cancel, download, schema, cluster.
+The service URL and token come from --url/--token, TACC_URL/TACC_TOKEN (or
+JupyterHub's JUPYTERHUB_API_TOKEN), or ~/.config/tacc/config.yaml (see
+``tacc_hub.cli.settings``). Exit status: 0 on success; 1 on an API or input
+error (the message names the field at fault); ``logs -f`` and ``submit -f``
+exit 0 only if the task SUCCEEDED.
+
+Heavy modules are imported inside the commands so that ``tcloud ps`` starts fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import click
+
+if TYPE_CHECKING:
+    from tacc_hub.client import TaccClient
+
+
+def _console() -> Any:
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+def _die(message: str, errors: list[dict[str, str]] | None = None) -> NoReturn:
+    click.echo(f"error: {message}", err=True)
+    for e in errors or []:
+        click.echo(f"  {e.get('field') or '(document)'}: {e.get('message')}", err=True)
+    sys.exit(1)
+
+
+class Ctx:
+    def __init__(self, url: str | None, token: str | None) -> None:
+        self._url, self._token = url, token
+        self._client: TaccClient | None = None
+
+    @property
+    def client(self) -> TaccClient:
+        if self._client is None:
+            from tacc_hub.client import TaccClient
+
+            from .settings import resolve
+
+            url, token = resolve(self._url, self._token)
+            self._client = TaccClient(url, token)
+        return self._client
+
+
+def _call(fn: Any, *args: Any, **kw: Any) -> Any:
+    from tacc_hub.client import ApiClientError
+
+    try:
+        return fn(*args, **kw)
+    except ApiClientError as exc:
+        _die(exc.message if exc.status == 0 else f"{exc.message} (HTTP {exc.status})", exc.errors)
+
+
+def _load_spec(path: str, overrides: dict[str, Any]) -> tuple[Any, Path]:
+    from tacc_hub.schema import SpecError
+
+    from . import taskfile
+
+    try:
+        spec, base = taskfile.load(path)
+        return taskfile.with_overrides(spec, overrides), base
+    except SpecError as exc:
+        _die("the task file is invalid", [{"field": f, "message": m} for f, m in exc.errors])
+    except OSError as exc:
+        _die(str(exc))
+
+
+def _snapshot(spec: Any, base: Path) -> tuple[Any, bytes | None]:
+    from tacc_hub.snapshot import SnapshotError
+
+    from . import taskfile
+
+    try:
+        return taskfile.snapshot(spec, base)
+    except SnapshotError as exc:
+        _die(str(exc))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--url", envvar="TACC_URL", help="Service URL (default: TACC_URL, config file, http://127.0.0.1:8765).")
+@click.option("--token", envvar="TACC_TOKEN", help="API token (default: TACC_TOKEN, JUPYTERHUB_API_TOKEN, config).")
+@click.version_option(package_name="tacc_hub")
+@click.pass_context
+def cli(ctx: click.Context, url: str | None, token: str | None) -> None:
+    """Submit, follow and manage tasks on a tacc_hub GPU cluster."""
+    ctx.obj = Ctx(url, token)
+
+
+@cli.command()
+@click.option("--name", help="Task name (default: the directory's name).")
+@click.option("--force", is_flag=True, help="Overwrite an existing tacc.yaml.")
+def init(name: str | None, force: bool) -> None:
+    """Write a tacc.yaml for the current directory from its environment."""
+    from .init import write_tacc_yaml
+
+    try:
+        path = write_tacc_yaml(Path.cwd(), name=name, force=force)
+    except FileExistsError as exc:
+        _die(f"{exc} exists; use --force to overwrite")
+    click.echo(f"wrote {path}")
+
+
+_OVERRIDES = [
+    click.option("--name", help="Override the task name."),
+    click.option("--nodes", type=int, help="Override resources.nodes."),
+    click.option("--gpus", type=int, help="Override resources.gpus_per_node."),
+    click.option("--tasks-per-node", type=int, help="Override resources.tasks_per_node."),
+    click.option("--cpus", type=int, help="Override resources.cpus_per_task."),
+    click.option("--memory", help="Override resources.memory (e.g. 16G)."),
+    click.option("--time", "time_limit", help="Override resources.time_limit (e.g. 2h, 1:30:00)."),
+    click.option("--partition", help="Override resources.partition."),
+    click.option("--runtime", help="Override runtime.kind (plain, torchrun, ...)."),
+    click.option("--qos", type=click.Choice(["interactive", "normal", "low"]), help="Override qos.class."),
+]
+
+
+def overrides_option(fn: Any) -> Any:
+    for opt in reversed(_OVERRIDES):
+        fn = opt(fn)
+    return fn
+
+
+def _overrides(kw: dict[str, Any]) -> dict[str, Any]:
+    keys = {"name": "name", "nodes": "resources.nodes", "gpus": "resources.gpus_per_node",
+            "tasks_per_node": "resources.tasks_per_node", "cpus": "resources.cpus_per_task",
+            "memory": "resources.memory", "time_limit": "resources.time_limit", "partition": "resources.partition",
+            "runtime": "runtime.kind", "qos": "qos.class"}
+    return {keys[k]: v for k, v in kw.items() if k in keys and v is not None}
+
+
+@cli.command()
+@click.argument("path", default=".", type=click.Path())
+@overrides_option
+@click.option("--dry-run", is_flag=True, help="Compile on the service and print the plan; submit nothing.")
+@click.option("-f", "--follow", is_flag=True, help="Stream the task's output until it ends.")
+@click.option("--json", "as_json", is_flag=True, help="Print the service's answer as JSON.")
+@click.pass_obj
+def submit(obj: Ctx, path: str, dry_run: bool, follow: bool, as_json: bool, **kw: Any) -> None:
+    """Submit PATH (a directory, tacc.yaml or tuxiv.conf) as a task."""
+    spec, base = _load_spec(path, _overrides(kw))
+    spec, archive = _snapshot(spec, base)
+    client = obj.client
+    body = spec.model_dump(mode="json", by_alias=True)
+    if dry_run:
+        out = _call(client.submit, body, dry_run=True)
+        if as_json:
+            click.echo(json.dumps(out, indent=2))
+            return
+        _print_plan(out)
+        return
+    if archive is not None and not _call(client.has_code, spec.code.digest):
+        from rich.progress import Progress, SpinnerColumn, TextColumn
+
+        with Progress(SpinnerColumn(), TextColumn("{task.description}"), transient=True,
+                      console=_console()) as prog:
+            prog.add_task(f"uploading code ({len(archive) / 1024:.0f} KiB)", total=None)
+            _call(client.upload_code, spec.code.digest, archive)
+    task = _call(client.submit, body)
+    if as_json:
+        click.echo(json.dumps(task, indent=2))
+    else:
+        click.echo(f"submitted task {task['id']} ({task['name']}, spec {task['digest'][:12]}): {task['status']}")
+    if follow:
+        sys.exit(_follow(client, int(task["id"])))
+
+
+def _print_plan(out: dict[str, Any]) -> None:
+    from rich.syntax import Syntax
+
+    con = _console()
+    plan = out["plan"]
+    con.print(f"[bold]task[/] {plan['name']}  [bold]digest[/] {out['digest']}")
+    r = plan["resources"]
+    con.print(f"[bold]resources[/] {r['nodes']} node(s) x {r['gpus_per_node']} GPU(s), "
+              f"{r['tasks_per_node']} task(s)/node x {r['cpus_per_task']} CPU(s), time {r['time_limit']} s")
+    env = plan["env"]
+    con.print(f"[bold]runtime[/] {plan['runtime']}  [bold]env[/] {env['kind']} {env['digest'][:16]} "
+              f"({len(env.get('requirements') or [])} requirement(s))")
+    con.print(f"[bold]features[/] {plan['features']}")
+    for name, content in plan.get("files", {}).items():
+        con.print(f"[bold]{name}[/]")
+        con.print(Syntax(content, "bash", line_numbers=False))
+    con.print("[bold]launch.sh[/]")
+    con.print(Syntax(plan["script"], "bash", line_numbers=False))
+
+
+@cli.command()
+@click.argument("path", default=".", type=click.Path())
+@overrides_option
+def spec(path: str, **kw: Any) -> None:
+    """Print the normalized spec of PATH as JSON, with its digest (code is snapshotted locally)."""
+    s, base = _load_spec(path, _overrides(kw))
+    s, _ = _snapshot(s, base)
+    click.echo(json.dumps({"digest": s.digest, "spec": s.model_dump(mode="json", by_alias=True)}, indent=2))
+
+
+def _ago(ts: float | None) -> str:
+    if not ts:
+        return "-"
+    d = max(0, time.time() - ts)
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if d >= size:
+            return f"{int(d // size)}{unit} ago"
+    return f"{int(d)}s ago"
+
+
+def _dur(start: float | None, end: float | None) -> str:
+    if not start:
+        return "-"
+    d = int((end or time.time()) - start)
+    return f"{d // 3600}:{d % 3600 // 60:02d}:{d % 60:02d}"
+
+
+STATUS_STYLE = {"pending": "yellow", "starting": "cyan", "running": "green", "cancelling": "magenta",
+                "succeeded": "bold green", "failed": "bold red", "cancelled": "dim", "lost": "bold red"}
+
+
+@cli.command()
+@click.option("-s", "--state", "states", multiple=True, help="Only tasks in this state (repeatable).")
+@click.option("-a", "--all", "all_users", is_flag=True, help="Every user's tasks (admins).")
+@click.option("-n", "--limit", default=50, show_default=True, help="How many tasks to show.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def ps(obj: Ctx, states: tuple[str, ...], all_users: bool, limit: int, as_json: bool) -> None:
+    """List tasks, newest first."""
+    out = _call(obj.client.list, states=list(states) or None, limit=limit, all_users=all_users)
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold")
+    for col in ("ID", "NAME", "STATUS", *(["OWNER"] if all_users else []), "GPUS", "SUBMITTED", "TIME", "REASON"):
+        table.add_column(col, no_wrap=col != "REASON")
+    for t in out["tasks"]:
+        gpus = sum(len(n.get("gpus", [])) for n in (t.get("placement") or {}).get("nodes", []))
+        st = t["status"]
+        table.add_row(str(t["id"]), t["name"], f"[{STATUS_STYLE.get(st, '')}]{st}[/]",
+                      *([t["owner"]] if all_users else []), str(gpus) if t.get("placement") else "-",
+                      _ago(t["submitted_at"]), _dur(t["started_at"], t["finished_at"]), t.get("reason") or "")
+    con = _console()
+    con.print(table)
+    if out["total"] > len(out["tasks"]):
+        con.print(f"[dim]{len(out['tasks'])} of {out['total']} shown (use -n)[/]")
+
+
+@cli.command()
+@click.argument("task_id", type=int)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (with spec and plan).")
+@click.pass_obj
+def show(obj: Ctx, task_id: int, as_json: bool) -> None:
+    """Show one task."""
+    t = _call(obj.client.show, task_id)
+    if as_json:
+        click.echo(json.dumps(t, indent=2))
+        return
+    import yaml
+
+    con = _console()
+    st = t["status"]
+    con.print(f"[bold]task {t['id']}[/] {t['name']}  [{STATUS_STYLE.get(st, '')}]{st}[/]"
+              + (f"  exit {t['exit_code']}" if t.get("exit_code") is not None else ""))
+    if t.get("reason"):
+        con.print(f"reason: {t['reason']}")
+    con.print(f"owner: {t['owner']}   digest: {t['digest']}")
+    con.print(f"submitted {_ago(t['submitted_at'])}, ran {_dur(t['started_at'], t['finished_at'])}")
+    if t.get("placement"):
+        con.print("placement: " + ", ".join(f"{n['node']}[{','.join(map(str, n['gpus']))}]"
+                                            for n in t["placement"]["nodes"]))
+    con.print("[bold]spec[/]")
+    click.echo(yaml.safe_dump(t.get("spec"), sort_keys=False).rstrip())
+
+
+def _follow(client: TaccClient, task_id: int, offset: int = 0) -> int:
+    status = "unknown"
+    for event, data in _call(client.stream_logs, task_id, offset):
+        if event == "log":
+            sys.stdout.write(data["data"])
+            sys.stdout.flush()
+        elif event == "end":
+            status = data["status"]
+    click.echo(f"task {task_id} {status}", err=True)
+    return 0 if status == "succeeded" else 1
+
+
+@cli.command()
+@click.argument("task_id", type=int)
+@click.option("-f", "--follow", is_flag=True, help="Keep streaming until the task ends.")
+@click.option("--offset", default=0, help="Start at this byte offset.")
+@click.pass_obj
+def logs(obj: Ctx, task_id: int, follow: bool, offset: int) -> None:
+    """Print a task's output (stdout and stderr)."""
+    client = obj.client
+    if follow:
+        sys.exit(_follow(client, task_id, offset))
+    while True:
+        chunk = _call(client.logs, task_id, offset)
+        sys.stdout.write(chunk["data"])
+        if chunk["next_offset"] == offset:
+            break
+        offset = chunk["next_offset"]
+    sys.stdout.flush()
+
+
+@cli.command()
+@click.argument("task_ids", type=int, nargs=-1, required=True)
+@click.pass_obj
+def cancel(obj: Ctx, task_ids: tuple[int, ...]) -> None:
+    """Cancel tasks."""
+    for tid in task_ids:
+        t = _call(obj.client.cancel, tid)
+        click.echo(f"task {tid}: {t['status']}")
+
+
+@cli.command()
+@click.argument("task_id", type=int)
+@click.argument("dest", required=False, type=click.Path())
+@click.pass_obj
+def download(obj: Ctx, task_id: int, dest: str | None) -> None:
+    """Download a task's outputs and log into DEST (default ./task-ID)."""
+    import io
+    import tarfile
+
+    data = _call(obj.client.outputs, task_id)
+    target = Path(dest or f"task-{task_id}")
+    target.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        names = tar.getnames()
+        tar.extractall(target, filter="data")
+    click.echo(f"{len(names)} file(s) in {target}")
+
+
+@cli.command()
+def schema() -> None:
+    """Print the JSON Schema of tacc.yaml (for editors)."""
+    from tacc_hub.schema import json_schema
+
+    click.echo(json.dumps(json_schema(), indent=2))
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def cluster(obj: Ctx, as_json: bool) -> None:
+    """Show nodes and GPUs used/free."""
+    out = _call(obj.client.cluster)
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    from rich.table import Table
+
+    table = Table(box=None, header_style="bold")
+    for col in ("NODE", "GPUS", "USED", "FREE", "TASKS"):
+        table.add_column(col)
+    for n in out["nodes"]:
+        table.add_row(n["name"], str(n["gpus"]), str(n["gpus_used"]), str(n["gpus_free"]),
+                      ",".join(map(str, n["tasks"])))
+    con = _console()
+    con.print(table)
+    con.print(f"{out['gpus_free']}/{out['gpus']} GPUs free, {out['pending']} pending, {out['running']} running")
+
+
+def main() -> None:
+    cli(prog_name="tcloud")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""The executor contract: launch, poll (in batches), cancel, and where logs live.
+
+An executor runs plans; it never decides. The service hands it an exact
+placement and reads back observations. It keeps what it needs to find a task
+again after a service restart in a small JSON ``state`` dict that the service
+stores with the task (as JupyterHub spawners do with get_state/load_state).
+
+Invariants:
+- ``poll`` answers for every task it is asked about; ``unknown`` means "could
+  not tell now" and must never be read as "gone".
+- ``cancel`` is idempotent and returns once the task's processes are gone.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from tacc_hub.compiler.plan import ExecutionPlan
+from tacc_hub.scheduler.cluster import Node, Placement
+
+
+class LaunchError(RuntimeError):
+    """The task could not be started; ``reason`` is shown to its owner."""
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    task_id: int
+    owner: str
+    plan: ExecutionPlan
+    placement: Placement
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    status: Literal["running", "exited", "gone", "unknown"]
+    exit_code: int | None = None
+    reason: str | None = None
+
+
+class Executor(abc.ABC):
+    name: str = "abstract"
+
+    def set_waker(self, wake: Callable[[], None]) -> None:
+        """Called with the service's wake-up function; call it when a task changes state."""
+        self._wake = wake
+
+    def wake(self) -> None:
+        fn = getattr(self, "_wake", None)
+        if fn is not None:
+            fn()
+
+    @abc.abstractmethod
+    def nodes(self) -> list[Node]:
+        """The nodes and GPU slots this executor can place tasks on."""
+
+    @abc.abstractmethod
+    async def launch(self, launch: Launch) -> dict[str, Any]:
+        """Prepare and start the task; return its state dict. Raise LaunchError with a user-facing reason."""
+
+    @abc.abstractmethod
+    async def poll(self, states: dict[int, dict[str, Any]]) -> dict[int, Observation]:
+        """Observe many tasks at once."""
+
+    @abc.abstractmethod
+    async def cancel(self, task_id: int, state: dict[str, Any]) -> None:
+        """Stop the task (SIGTERM, then SIGKILL after the grace period)."""
+
+    @abc.abstractmethod
+    def task_dir(self, task_id: int) -> Path:
+        """Directory holding the task's log (``output.log``) and working copy (``work/``)."""
+
+    def log_path(self, task_id: int) -> Path:
+        return self.task_dir(task_id) / "output.log"
+
+    def work_dir(self, task_id: int) -> Path:
+        return self.task_dir(task_id) / "work"
+
+    async def close(self) -> None:
+        """Release resources held by the executor (tasks keep running)."""

@@ -1,0 +1,124 @@
+"""Preparing a task's software and code before launch (I/O; runs in worker threads).
+
+Invariants:
+- One environment per dependency digest, built once, reused; a build is
+  atomic (built in a temporary directory, renamed into place, then marked
+  ready) and serialized by a file lock, so concurrent tasks and several
+  service processes never see a half-built env.
+- Every command is an argv list; requirements were validated as pinned
+  specifiers by the schema and are passed after ``--`` where the tool allows.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tacc_hub.compiler.plan import CodePlan, EnvPlan
+from tacc_hub.snapshot import SnapshotError, unpack
+
+from .base import LaunchError
+
+READY = ".tacc-ready"
+BUILD_TIMEOUT_S = 3600
+
+
+def _run(argv: list[str], what: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> None:
+    try:
+        proc = subprocess.run(
+            argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise LaunchError(f"{what} failed: {exc}") from exc
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout or "").strip()[-2000:]
+        raise LaunchError(f"{what} failed (exit {proc.returncode}): {tail}")
+
+
+def ensure_env(env: EnvPlan) -> None:
+    if env.kind == "base":
+        if not Path(env.python).exists():
+            raise LaunchError(f"the site's Python {env.python} does not exist")
+        return
+    path = Path(env.path)
+    if (path / READY).exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock_path = path.parent / f".{path.name}.lock"
+    with lock_path.open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (path / READY).exists():
+            return
+        # Built in place (venv scripts embed their path); only the READY marker,
+        # written last, makes it usable, and a leftover partial build is wiped.
+        shutil.rmtree(path, ignore_errors=True)
+        try:
+            if env.kind == "venv":
+                _build_venv(env, path)
+            else:
+                _build_conda(env, path)
+        except BaseException:
+            shutil.rmtree(path, ignore_errors=True)
+            raise
+        (path / READY).write_text(env.digest + "\n")
+
+
+def _site_packages(prefix: Path) -> Path:
+    found = sorted(prefix.glob("lib/python3*/site-packages"))
+    if not found:
+        raise LaunchError(f"no site-packages under {prefix}")
+    return found[0]
+
+
+def _build_venv(env: EnvPlan, tmp: Path) -> None:
+    uv = shutil.which("uv") if env.builder == "uv" else None
+    if uv:
+        _run([uv, "venv", "--python", env.python, str(tmp)], "creating the environment")
+    else:
+        _run([env.python, "-m", "venv", "--without-pip", str(tmp)], "creating the environment")
+    if env.inherit_packages:
+        (_site_packages(tmp) / "_tacc_inherit.pth").write_text("\n".join(env.inherit_packages) + "\n")
+    py = str(tmp / "bin" / "python")
+    if uv:
+        _run([uv, "pip", "install", "--python", py, *env.requirements], "installing requirements")
+    else:
+        # pip runs from the hub's interpreter and targets the env's interpreter.
+        _run(
+            [sys.executable, "-m", "pip", "--python", py, "install", "--disable-pip-version-check",
+             "--no-input", *env.requirements],
+            "installing requirements",
+        )
+
+
+def _build_conda(env: EnvPlan, tmp: Path) -> None:
+    assert env.conda is not None and env.conda_command
+    argv = [env.conda_command, "create", "--yes", "--prefix", str(tmp)]
+    for ch in env.conda.channels:
+        argv += ["--channel", ch]
+    _run([*argv, *env.conda.dependencies], "creating the conda environment")
+
+
+def materialize_code(code: CodePlan, dest: Path) -> None:
+    """Lay the task's code out in ``dest`` (which must not exist yet or be empty)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    if code.kind == "snapshot":
+        assert code.archive is not None
+        if not Path(code.archive).is_file():
+            raise LaunchError(f"code snapshot {code.digest} is missing from the code store")
+        try:
+            unpack(code.archive, dest)
+        except SnapshotError as exc:
+            raise LaunchError(str(exc)) from exc
+        return
+    assert code.url is not None and code.commit is not None
+    git_env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ALLOW_PROTOCOL": "https:http:ssh:git:file"}
+    _run(["git", "clone", "--quiet", "--no-checkout", "--", code.url, str(dest)], "git clone", env=git_env)
+    _run(["git", "-C", str(dest), "checkout", "--quiet", "--detach", code.commit, "--"], "git checkout", env=git_env)
+    if code.patch:
+        patch = dest.parent / "code.patch"
+        patch.write_text(code.patch)
+        _run(["git", "-C", str(dest), "apply", "--whitespace=nowarn", "--", str(patch)], "applying the patch")

@@ -1,0 +1,98 @@
+"""Cluster state as the scheduler sees it: nodes, their GPU slots, who holds them.
+
+Invariants: a GPU slot is held by at most one task; ``allocate`` is
+all-or-nothing (either every node of a placement gets its slots or nothing
+changes); ``release`` of an unknown task is a no-op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class NodeSlots(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    node: str
+    gpus: list[int] = Field(default_factory=list)
+
+
+class Placement(BaseModel):
+    """Where a task runs: one entry per node, in node-rank order."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    nodes: list[NodeSlots]
+
+    @property
+    def gpu_count(self) -> int:
+        return sum(len(n.gpus) for n in self.nodes)
+
+
+@dataclass
+class Node:
+    name: str
+    gpus: int
+    partition: str | None = None
+    gpu_type: str | None = None
+    holders: dict[int, int] = field(default_factory=dict)  # gpu index -> task id
+
+    @property
+    def free(self) -> list[int]:
+        return [i for i in range(self.gpus) if i not in self.holders]
+
+
+class ClusterState:
+    def __init__(self, nodes: list[Node]) -> None:
+        self.nodes: dict[str, Node] = {n.name: n for n in nodes}
+        self.held: dict[int, Placement] = {}
+
+    def allocate(self, task_id: int, placement: Placement) -> None:
+        if task_id in self.held:
+            raise ValueError(f"task {task_id} already holds a placement")
+        for slot in placement.nodes:
+            node = self.nodes.get(slot.node)
+            if node is None:
+                raise ValueError(f"unknown node {slot.node!r}")
+            for g in slot.gpus:
+                if g >= node.gpus or g in node.holders:
+                    raise ValueError(f"GPU {g} on {slot.node} is not free")
+        for slot in placement.nodes:
+            for g in slot.gpus:
+                self.nodes[slot.node].holders[g] = task_id
+        self.held[task_id] = placement
+
+    def adopt(self, task_id: int, placement: Placement) -> None:
+        """Record a placement found at recovery, even where it no longer fits the configured nodes."""
+        for slot in placement.nodes:
+            node = self.nodes.get(slot.node)
+            if node is None:
+                continue
+            for g in slot.gpus:
+                node.holders.setdefault(g, task_id)
+        self.held[task_id] = placement
+
+    def release(self, task_id: int) -> None:
+        placement = self.held.pop(task_id, None)
+        if placement is None:
+            return
+        for slot in placement.nodes:
+            node = self.nodes.get(slot.node)
+            if node is None:
+                continue
+            for g in slot.gpus:
+                if node.holders.get(g) == task_id:
+                    del node.holders[g]
+
+    def summary(self) -> list[dict[str, object]]:
+        out: list[dict[str, object]] = []
+        for node in self.nodes.values():
+            tasks = sorted(set(node.holders.values()))
+            out.append({
+                "name": node.name, "gpus": node.gpus, "gpus_used": len(node.holders),
+                "gpus_free": node.gpus - len(node.holders), "partition": node.partition,
+                "gpu_type": node.gpu_type, "tasks": tasks,
+            })
+        return out

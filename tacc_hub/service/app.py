@@ -1,0 +1,182 @@
+"""The tacc_hub service: configuration (traitlets, JupyterHub-style) and the tornado application.
+
+Every setting is declared here with its help text; ``tacc-hub config-doc``
+prints the reference generated from them (docs/config.md is that output).
+Settings come from ``tacc_hub_config.py`` (``c.TaccHub.port = 8765``), the
+command line (``--TaccHub.port=8765`` or the short aliases) and the
+environment (``TACC_DB_URL``, ``TACC_STATE_DIR``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import signal
+import site as pysite
+import sys
+from pathlib import Path
+from typing import Any
+
+import tornado.httpserver
+import tornado.web
+from traitlets import Bool, Dict, Enum, Float, Integer, Unicode, default
+from traitlets.config import Application
+
+import tacc_hub
+from tacc_hub.compiler import SiteProfile
+from tacc_hub.executors import LocalExecutor
+from tacc_hub.scheduler import FifoPolicy
+from tacc_hub.snapshot import CodeStore
+from tacc_hub.store import Store
+
+from .auth import TokenAuth
+from .base import ServiceContext
+from .cluster import ClusterHandler
+from .code import CodeHandler
+from .controller import Controller
+from .logs import LogsHandler, LogStreamHandler
+from .meta import HealthHandler, OpenAPIHandler
+from .openapi import build_openapi
+from .tasks import CancelHandler, OutputsHandler, TaskHandler, TasksHandler
+
+ROUTES: list[tuple[str, Any]] = [
+    (r"/api/health", HealthHandler),
+    (r"/api/openapi.json", OpenAPIHandler),
+    (r"/api/tasks", TasksHandler),
+    (r"/api/tasks/(\d+)", TaskHandler),
+    (r"/api/tasks/(\d+)/cancel", CancelHandler),
+    (r"/api/tasks/(\d+)/logs", LogsHandler),
+    (r"/api/tasks/(\d+)/logs/stream", LogStreamHandler),
+    (r"/api/tasks/(\d+)/outputs", OutputsHandler),
+    (r"/api/code/([^/]+)", CodeHandler),
+    (r"/api/cluster", ClusterHandler),
+]
+
+
+def make_app(ctx: ServiceContext, base_url: str = "/") -> tornado.web.Application:
+    OpenAPIHandler.document = build_openapi(ROUTES)
+    prefix = base_url.rstrip("/")
+    handlers = [(prefix + pattern, handler, {"ctx": ctx}) for pattern, handler in ROUTES]
+    return tornado.web.Application(handlers, default_handler_class=_NotFound, default_handler_args={"ctx": ctx})
+
+
+class _NotFound(HealthHandler):
+    openapi = {}
+
+    def prepare(self) -> None:
+        from .base import ApiError
+
+        raise ApiError(404, f"no such endpoint {self.request.path[:200]!r}")
+
+
+class TaccHub(Application):  # type: ignore[misc]
+    name = "tacc-hub"
+    description = "tacc_hub service: task API, scheduler and executor for a shared GPU cluster."
+    version = tacc_hub.__version__
+
+    aliases = {
+        "ip": "TaccHub.ip", "port": "TaccHub.port", "state-dir": "TaccHub.state_dir", "db-url": "TaccHub.db_url",
+        "gpus": "TaccHub.local_gpus", "config": "TaccHub.config_file", "log-level": "Application.log_level",
+    }
+
+    config_file = Unicode("tacc_hub_config.py", config=True,
+                          help="Python config file to load (``c.TaccHub.<setting> = ...``); missing is fine.")
+    ip = Unicode("127.0.0.1", config=True, help="Interface the API listens on. Use 0.0.0.0 only behind a proxy.")
+    port = Integer(8765, config=True, help="TCP port of the API.")
+    base_url = Unicode("/", config=True, help="URL prefix of every route, e.g. /services/tacc/ behind JupyterHub.")
+    state_dir = Unicode(config=True, help="Directory for task files, logs, code snapshots and environments. "
+                        "Default: $TACC_STATE_DIR or ./.tacc")
+    db_url = Unicode(config=True, help="SQLAlchemy URL of the store: sqlite:///path (default, WAL mode) or "
+                     "postgresql+psycopg://user@host/db. Default: $TACC_DB_URL or sqlite:///<state_dir>/tacc.sqlite")
+    local_gpus = Integer(0, config=True, help="GPUs on this machine handed out by the local executor through "
+                         "CUDA_VISIBLE_DEVICES (0 on a machine without GPUs: tasks must then ask for none).")
+    node_name = Unicode("localhost", config=True, help="Name of the local executor's node in cluster state.")
+    max_running_per_user = Integer(8, config=True, help="Most tasks one user may have starting or running at once.")
+    poll_interval = Float(1.0, config=True, help="Seconds between executor polls when nothing wakes the loop "
+                          "(task exits and submissions wake it at once).")
+    grace_period = Float(10.0, config=True, help="Seconds between SIGTERM and SIGKILL when a task is cancelled.")
+    log_poll_interval = Float(0.05, config=True, help="Seconds between checks of a log file for new output while "
+                              "streaming it (sets the log latency floor).")
+    max_body_bytes = Integer(2 * 1024 * 1024, config=True, help="Largest task spec accepted, in bytes.")
+    max_code_bytes = Integer(256 * 1024 * 1024, config=True, help="Largest code snapshot accepted, in bytes.")
+    datasets = Dict(config=True, help="Shared datasets: name -> path; a task lists names and finds them under "
+                    "$TACC_WORKDIR/datasets/<name>. Example: {'imagenet': '/data/imagenet'}.")
+    pythons = Dict(config=True, help="Extra interpreters for task envs: 'major.minor' -> path. The service's own "
+                   "interpreter is always available and is the default.")
+    env_builder = Enum(["auto", "uv", "pip"], "auto", config=True,
+                       help="Tool that installs pip requirements into task envs; auto: uv where present, else pip.")
+    inherit_packages = Bool(True, config=True, help="Let task envs see the service interpreter's packages (fast "
+                            "envs when the site pre-installs large frameworks); False for fully isolated envs.")
+    conda_command = Unicode("", config=True, help="conda or micromamba executable for conda specs; default: found "
+                            "on PATH, else conda specs are refused with a clear error.")
+
+    @default("state_dir")
+    def _state_dir(self) -> str:
+        return os.environ.get("TACC_STATE_DIR", os.path.abspath(".tacc"))
+
+    @default("db_url")
+    def _db_url(self) -> str:
+        return os.environ.get("TACC_DB_URL", f"sqlite:///{Path(self.state_dir).resolve() / 'tacc.sqlite'}")
+
+    def initialize(self, argv: list[str] | None = None) -> None:
+        self.parse_command_line(argv)
+        if self.config_file and Path(self.config_file).exists():
+            self.load_config_file(self.config_file)
+            self.parse_command_line(argv)  # the command line wins over the file
+        logging.basicConfig(level=self.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def site_profile(self) -> SiteProfile:
+        root = Path(self.state_dir).resolve()
+        version = f"{sys.version_info.major}.{sys.version_info.minor}"
+        pythons = {version: sys.executable, **{str(k): str(v) for k, v in self.pythons.items()}}
+        builder = self.env_builder
+        if builder == "auto":
+            builder = "uv" if shutil.which("uv") else "pip"
+        conda = self.conda_command or shutil.which("micromamba") or shutil.which("conda")
+        inherit = [p for p in pysite.getsitepackages() if Path(p).is_dir()] if self.inherit_packages else []
+        return SiteProfile(
+            name=self.node_name, pythons=pythons, default_python=version, env_root=str(root / "envs"),
+            code_root=str(root / "code"), env_builder=builder, conda_command=conda or None,
+            inherit_packages=inherit, datasets={str(k): str(v) for k, v in self.datasets.items()},
+            max_nodes=1, max_gpus_per_node=self.local_gpus,
+        )
+
+    def open_store(self) -> Store:
+        Path(self.state_dir).mkdir(parents=True, exist_ok=True)
+        store = Store(self.db_url)
+        store.migrate()
+        return store
+
+    def build(self) -> tuple[ServiceContext, tornado.web.Application]:
+        store = self.open_store()
+        root = Path(self.state_dir).resolve()
+        executor = LocalExecutor(root, gpus=self.local_gpus, node_name=self.node_name, grace_period=self.grace_period)
+        code_store = CodeStore(root / "code")
+        controller = Controller(store, executor, self.site_profile(), FifoPolicy(self.max_running_per_user),
+                                code_store, poll_interval=self.poll_interval)
+        ctx = ServiceContext(store=store, controller=controller, auth=TokenAuth(store), code_store=code_store,
+                             max_code_bytes=self.max_code_bytes, log_poll_interval=self.log_poll_interval)
+        return ctx, make_app(ctx, self.base_url)
+
+    async def serve(self) -> None:
+        ctx, app = self.build()
+        await ctx.controller.start()
+        server = tornado.httpserver.HTTPServer(app, max_body_size=max(self.max_body_bytes, self.max_code_bytes),
+                                               xheaders=True)
+        server.listen(self.port, self.ip)
+        self.log.info("tacc_hub %s listening on http://%s:%s%s (state in %s)", self.version, self.ip, self.port,
+                      self.base_url, self.state_dir)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+        self.log.info("stopping; running tasks keep running and are re-adopted at the next start")
+        server.stop()
+        await ctx.controller.stop()
+        ctx.store.close()
+
+    def start(self) -> None:
+        asyncio.run(self.serve())

@@ -1,0 +1,108 @@
+"""Log endpoints: a chunk from an offset, and a live server-sent-events stream.
+
+The stream sends ``event: log`` with ``id: <byte offset after the chunk>`` and
+``data: {"offset": .., "data": ".."}``; a client that reconnects with
+``Last-Event-ID`` (or ``?offset=``) resumes where it left off. When the task
+has ended and its log is drained it sends ``event: end`` with the final status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import tornado.iostream
+
+from tacc_hub.store import TaskStatus
+
+from .base import ApiError, ApiHandler
+from .models import LogChunkOut
+
+MAX_CHUNK = 1024 * 1024
+
+
+def read_chunk(path: Path, offset: int, limit: int) -> bytes:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(offset)
+            return fh.read(limit)
+    except FileNotFoundError:
+        return b""
+
+
+def _cut_utf8(data: bytes) -> bytes:
+    """Drop a trailing partial UTF-8 sequence (it is sent with the next chunk)."""
+    for back in range(1, min(4, len(data)) + 1):
+        b = data[-back]
+        if b & 0xC0 == 0x80:
+            continue
+        if b & 0x80 == 0:
+            return data
+        need = 2 if b & 0xE0 == 0xC0 else 3 if b & 0xF0 == 0xE0 else 4
+        return data if back >= need else data[:-back]
+    return data
+
+
+class LogsHandler(ApiHandler):
+    openapi = {"get": {"summary": "Read the task's output from a byte offset.",
+                       "params": {"offset": "byte offset (default 0)", "limit": "bytes, up to 1 MiB"},
+                       "response": LogChunkOut}}
+
+    def get(self, task_id: str) -> None:
+        rec = self.visible_task(task_id)
+        offset = self.int_arg("offset", 0, 0, 2**62)
+        limit = self.int_arg("limit", 65536, 1, MAX_CHUNK)
+        status = self.ctx.controller.status_of(rec.id) or rec.status
+        data = _cut_utf8(read_chunk(self.ctx.controller.executor.log_path(rec.id), offset, limit))
+        eof = TaskStatus(status).is_terminal() and len(data) < limit
+        self.write_json(LogChunkOut(offset=offset, next_offset=offset + len(data),
+                                    data=data.decode("utf-8", errors="replace"), eof=eof, status=str(status)))
+
+
+class LogStreamHandler(ApiHandler):
+    openapi = {"get": {"summary": "Follow the task's output live (text/event-stream; resumable with Last-Event-ID).",
+                       "params": {"offset": "byte offset to start from"}, "response": "text/event-stream"}}
+
+    async def get(self, task_id: str) -> None:
+        rec = self.visible_task(task_id)
+        last = self.request.headers.get("Last-Event-ID")
+        try:
+            offset = int(last) if last else self.int_arg("offset", 0, 0, 2**62)
+        except ValueError:
+            raise ApiError(400, "Last-Event-ID must be a byte offset") from None
+        self.set_header("Content-Type", "text/event-stream")
+        self.set_header("X-Accel-Buffering", "no")
+        ctl = self.ctx.controller
+        path = ctl.executor.log_path(rec.id)
+        interval = self.ctx.log_poll_interval
+        try:
+            self.write(": stream open\n\n")
+            await self.flush()
+            idle = 0.0
+            while True:
+                status = ctl.status_of(rec.id)
+                if status is None:  # not live: ended (or never started and is terminal)
+                    fresh = self.ctx.store.get(rec.id)
+                    status = fresh.status if fresh else TaskStatus.LOST
+                data = _cut_utf8(read_chunk(path, offset, MAX_CHUNK))
+                if data:
+                    offset += len(data)
+                    payload = json.dumps({"offset": offset - len(data), "data": data.decode("utf-8", "replace")})
+                    self.write(f"id: {offset}\nevent: log\ndata: {payload}\n\n")
+                    await self.flush()
+                    idle = 0.0
+                    continue
+                if TaskStatus(status).is_terminal():
+                    self.write(f"event: end\ndata: {json.dumps({'status': str(status), 'offset': offset})}\n\n")
+                    await self.flush()
+                    break
+                idle += interval
+                if idle >= 15.0:  # keep proxies from closing an idle stream
+                    self.write(": keep-alive\n\n")
+                    await self.flush()
+                    idle = 0.0
+                await asyncio.sleep(interval)
+        except tornado.iostream.StreamClosedError:
+            return
+        self.finish()

@@ -1,0 +1,151 @@
+"""Task endpoints: submit, list, show, cancel, outputs."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+from typing import Any
+
+from tacc_hub.schema import SpecError, load_yaml, spec_from_data, spec_from_tuxiv
+from tacc_hub.store import TaskRecord, TaskStatus
+
+from .base import ApiError, ApiHandler
+from .controller import Conflict
+from .models import DryRunOut, TaskListOut, TaskOut
+
+YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
+
+
+def task_out(ctx_reason: str | None, rec: TaskRecord, *, full: bool = False) -> dict[str, Any]:
+    return {
+        "id": rec.id, "owner": rec.owner, "name": rec.name, "status": str(rec.status), "digest": rec.digest,
+        "reason": ctx_reason, "exit_code": rec.exit_code, "submitted_at": rec.submitted_at,
+        "started_at": rec.started_at, "finished_at": rec.finished_at, "placement": rec.placement,
+        "cancel_requested": rec.cancel_requested,
+        **({"spec": rec.spec, "plan": rec.plan} if full else {}),
+    }
+
+
+class TasksHandler(ApiHandler):
+    openapi = {
+        "get": {
+            "summary": "List tasks, newest first (yours; everyone's for an admin with all=1).",
+            "params": {"state": "filter by status (repeatable)", "limit": "page size, 1..500 (default 50)",
+                       "before": "only tasks with a smaller id (pagination)", "all": "admin: every user's tasks",
+                       "owner": "admin: one user's tasks"},
+            "response": TaskListOut,
+        },
+        "post": {
+            "summary": "Submit a task (JSON or YAML TaskSpec; format=tuxiv for a tuxiv.conf body).",
+            "params": {"dry_run": "1: compile only, store nothing", "format": "tacc (default) or tuxiv"},
+            "request": "TaskSpec",
+            "response": TaskOut,
+            "status": 201,
+        },
+    }
+
+    def get(self) -> None:
+        states: list[TaskStatus] = []
+        for raw in self.get_query_arguments("state"):
+            for part in raw.split(","):
+                try:
+                    states.append(TaskStatus(part.strip().lower()))
+                except ValueError:
+                    allowed = ", ".join(s.value for s in TaskStatus)
+                    raise ApiError(400, f"unknown state {part[:32]!r} (one of {allowed})",
+                                   [{"field": "state", "message": "unknown state"}]) from None
+        limit = self.int_arg("limit", 50, 1, 500)
+        before = self.int_arg("before", 0, 0, 2**62) or None
+        owner: str | None = self.user
+        if self.admin:
+            wanted = self.get_query_argument("owner", None)
+            owner = wanted or (None if self.get_query_argument("all", "0") in ("1", "true") else self.user)
+        recs, total = self.ctx.store.list_tasks(owner, states or None, limit, before)
+        ctl = self.ctx.controller
+        tasks = [task_out(ctl.reason_for(r), r) for r in recs]
+        next_before = recs[-1].id if len(recs) == limit and recs else None
+        self.write_json({"tasks": tasks, "total": total, "next_before": next_before})
+
+    def _spec(self) -> Any:
+        ctype = self.request.headers.get("Content-Type", "application/json").split(";")[0].strip().lower()
+        fmt = self.get_query_argument("format", "tacc")
+        try:
+            if ctype in YAML_TYPES or fmt == "tuxiv":
+                doc = load_yaml(self.request.body, "request body")
+            elif ctype in ("application/json", ""):
+                doc = self.body_json()
+            else:
+                raise ApiError(415, f"unsupported Content-Type {ctype[:64]!r}; send application/json or application/yaml")
+            if fmt == "tuxiv":
+                return spec_from_tuxiv(doc)
+            if fmt != "tacc":
+                raise ApiError(400, "format must be tacc or tuxiv")
+            return spec_from_data(doc)
+        except SpecError as exc:
+            raise self.spec_error(exc) from None
+
+    async def post(self) -> None:
+        spec = self._spec()
+        ctl = self.ctx.controller
+        try:
+            if self.get_query_argument("dry_run", "0") in ("1", "true"):
+                plan = ctl.compile(spec, dry_run=True)
+                self.write_json(DryRunOut(digest=plan.task_digest, spec=spec.model_dump(mode="json", by_alias=True),
+                                          plan=plan.model_dump(mode="json")))
+                return
+            rec = await ctl.submit(self.user, spec)
+        except SpecError as exc:
+            raise self.spec_error(exc) from None
+        self.set_header("Location", f"/api/tasks/{rec.id}")
+        self.write_json(task_out(ctl.reason_for(rec), rec), status=201)
+
+
+class TaskHandler(ApiHandler):
+    openapi = {"get": {"summary": "Show one task with its spec and plan.", "response": TaskOut}}
+
+    def get(self, task_id: str) -> None:
+        rec = self.visible_task(task_id)
+        self.write_json(task_out(self.ctx.controller.reason_for(rec), rec, full=True))
+
+
+class CancelHandler(ApiHandler):
+    openapi = {"post": {"summary": "Cancel a task (SIGTERM, then SIGKILL after the grace period).",
+                        "response": TaskOut}}
+
+    async def post(self, task_id: str) -> None:
+        rec = self.visible_task(task_id)
+        try:
+            rec = await self.ctx.controller.cancel(rec)
+        except Conflict as exc:
+            raise ApiError(409, str(exc)) from None
+        self.write_json(task_out(self.ctx.controller.reason_for(rec), rec))
+
+
+def _confined(root: Path, rel: str) -> Path | None:
+    path = (root / rel).resolve()
+    return path if path.is_relative_to(root.resolve()) and path.exists() else None
+
+
+class OutputsHandler(ApiHandler):
+    openapi = {"get": {"summary": "Download the task's outputs and its log as a tar.gz archive.",
+                       "response": "application/gzip"}}
+
+    def get(self, task_id: str) -> None:
+        rec = self.visible_task(task_id)
+        ex = self.ctx.controller.executor
+        work = ex.work_dir(rec.id)
+        outputs: list[str] = list((rec.spec or {}).get("outputs", []))
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+            logp = ex.log_path(rec.id)
+            if logp.exists():
+                tar.add(logp, arcname="output.log")
+            for rel in outputs:
+                path = _confined(work, rel)
+                if path is None:
+                    continue
+                tar.add(path, arcname=f"outputs/{rel}", filter=lambda ti: None if ti.issym() or ti.islnk() else ti)
+        self.set_header("Content-Type", "application/gzip")
+        self.set_header("Content-Disposition", f'attachment; filename="task-{rec.id}-outputs.tar.gz"')
+        self.finish(buf.getvalue())

@@ -1,0 +1,130 @@
+"""Code snapshots: deterministic archives of a directory, and their safe extraction.
+
+Invariants:
+- ``pack`` is deterministic: the same tree gives the same bytes (sorted
+  entries, zero mtimes/uids, normalized modes, gzip without a timestamp), so
+  the sha256 of the archive is the code's identity in the task digest.
+- ``unpack`` never writes outside its destination (tarfile's ``data`` filter:
+  no absolute paths, no ``..``, no links leaving the tree, no devices).
+- Symlinks inside the tree are kept only if they point inside it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import os
+import tarfile
+from pathlib import Path
+
+DEFAULT_EXCLUDES = frozenset({
+    ".git", "__pycache__", ".ipynb_checkpoints", ".venv", "venv", ".mypy_cache", ".pytest_cache",
+    ".ruff_cache", "node_modules", ".tox", ".DS_Store",
+})
+MAX_SNAPSHOT_BYTES = 256 * 1024 * 1024
+
+
+class SnapshotError(ValueError):
+    pass
+
+
+def _iter_tree(root: Path, excludes: frozenset[str]) -> list[Path]:
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        dirnames[:] = sorted(d for d in dirnames if d not in excludes)
+        base = Path(dirpath)
+        for d in dirnames:
+            out.append(base / d)
+        for f in sorted(filenames):
+            if f not in excludes and not f.endswith(".pyc"):
+                out.append(base / f)
+    return sorted(out, key=lambda p: p.relative_to(root).as_posix())
+
+
+def pack(root: str | Path, *, excludes: frozenset[str] = DEFAULT_EXCLUDES, limit: int = MAX_SNAPSHOT_BYTES) -> bytes:
+    root = Path(root).resolve()
+    if not root.is_dir():
+        raise SnapshotError(f"{root} is not a directory")
+    raw = io.BytesIO()
+    total = 0
+    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for path in _iter_tree(root, excludes):
+            rel = path.relative_to(root).as_posix()
+            info = tarfile.TarInfo(rel)
+            info.mtime = 0
+            info.uid = info.gid = 0
+            info.uname = info.gname = ""
+            if path.is_symlink():
+                target = os.readlink(path)
+                resolved = (path.parent / target).resolve()
+                if not resolved.is_relative_to(root):
+                    continue  # a link leaving the tree is not part of the code
+                info.type = tarfile.SYMTYPE
+                info.linkname = target
+                info.mode = 0o777
+                tar.addfile(info)
+            elif path.is_dir():
+                info.type = tarfile.DIRTYPE
+                info.mode = 0o755
+                tar.addfile(info)
+            elif path.is_file():
+                st = path.stat()
+                total += st.st_size
+                if total > limit:
+                    raise SnapshotError(f"{root} holds more than {limit} bytes of code; keep data out of the code directory")
+                info.size = st.st_size
+                info.mode = 0o755 if st.st_mode & 0o111 else 0o644
+                with path.open("rb") as fh:
+                    tar.addfile(info, fh)
+    out = io.BytesIO()
+    with gzip.GzipFile(fileobj=out, mode="wb", mtime=0, compresslevel=6) as gz:
+        gz.write(raw.getvalue())
+    return out.getvalue()
+
+
+def digest_of(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def unpack(archive: str | Path, dest: str | Path) -> None:
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        with tarfile.open(archive, mode="r:gz") as tar:
+            tar.extractall(dest, filter="data")
+    except (tarfile.TarError, OSError) as exc:
+        raise SnapshotError(f"cannot unpack code snapshot: {exc}") from exc
+
+
+class CodeStore:
+    """Content-addressed archives: ``<root>/<sha256>.tar.gz``."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.root.mkdir(parents=True, exist_ok=True)
+
+    def path(self, digest: str) -> Path:
+        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            raise SnapshotError("not a sha256 digest")
+        return self.root / f"{digest}.tar.gz"
+
+    def has(self, digest: str) -> bool:
+        return self.path(digest).is_file()
+
+    def put(self, digest: str, data: bytes) -> Path:
+        if digest_of(data) != digest:
+            raise SnapshotError("archive does not match its digest")
+        try:
+            with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+                for member in tar:
+                    if member.name.startswith("/") or ".." in Path(member.name).parts:
+                        raise SnapshotError(f"archive member {member.name!r} leaves the code tree")
+        except tarfile.TarError as exc:
+            raise SnapshotError(f"not a tar.gz archive: {exc}") from exc
+        target = self.path(digest)
+        if not target.exists():
+            tmp = target.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_bytes(data)
+            os.replace(tmp, target)
+        return target

@@ -1,0 +1,78 @@
+"""Table definitions (SQLAlchemy Core), the single source of the schema.
+
+Invariants:
+
+* The Alembic migrations in ``migrations/versions`` produce exactly this metadata; a test
+  compares a migrated database against it (``alembic.autogenerate.compare_metadata``) on
+  SQLite and PostgreSQL. Change the schema here *and* add a migration.
+* JSON columns (``spec``, ``plan``, ``placement``, ``executor_state``) are plain ``TEXT``
+  holding standard JSON written by the store, so both databases store the same bytes and no
+  dialect-specific JSON type leaks into the schema.
+* Task ids only grow and are never reused (``AUTOINCREMENT`` on SQLite, a sequence on
+  PostgreSQL), so ``id`` order is submission order and keyset pagination is stable.
+* Times are ``DOUBLE PRECISION`` seconds since the epoch (UTC), never local wall time.
+* ``tasks.status`` only ever holds a :class:`~tacc_hub.store.status.TaskStatus` value; a CHECK
+  constraint backs this up in the database.
+* Indexes serve the hot queries: a user's tasks newest first ``(owner, id)``, tasks by status
+  newest/oldest first ``(status, id)``. They also serve plain ``owner =`` / ``status =``
+  filters (leftmost prefix), so there are no separate single-column indexes to maintain.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+
+from .status import TaskStatus
+
+NAMING_CONVENTION: dict[str, str] = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+}
+
+metadata = sa.MetaData(naming_convention=NAMING_CONVENTION)
+
+NAME_LEN = 64
+"""Longest owner, task name, digest, token user and token hash."""
+STATUS_LEN = 16
+NOTE_LEN = 255
+
+STATUS_VALUES: tuple[str, ...] = tuple(s.value for s in TaskStatus)
+
+tasks = sa.Table(
+    "tasks",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("owner", sa.String(NAME_LEN), nullable=False),
+    sa.Column("name", sa.String(NAME_LEN), nullable=False),
+    sa.Column("status", sa.String(STATUS_LEN), nullable=False),
+    sa.Column("digest", sa.String(NAME_LEN), nullable=False),
+    sa.Column("spec", sa.Text, nullable=False),  # JSON: the TaskSpec as submitted
+    sa.Column("plan", sa.Text, nullable=False),  # JSON: the compiled ExecutionPlan (can be large)
+    sa.Column("reason", sa.Text, nullable=True),  # why pending / failed / lost, for people
+    sa.Column("exit_code", sa.Integer, nullable=True),
+    sa.Column("submitted_at", sa.Double, nullable=False),
+    sa.Column("started_at", sa.Double, nullable=True),
+    sa.Column("finished_at", sa.Double, nullable=True),
+    sa.Column("updated_at", sa.Double, nullable=False),
+    sa.Column("placement", sa.Text, nullable=True),  # JSON: {"node": "localhost", "gpus": [0, 1]}
+    sa.Column("executor_state", sa.Text, nullable=True),  # JSON: {"pid": 123, "start_time": 456}
+    sa.Column("cancel_requested", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.CheckConstraint(sa.column("status").in_(STATUS_VALUES), name="status"),
+    sa.Index(None, "owner", "id"),
+    sa.Index(None, "status", "id"),
+    sqlite_autoincrement=True,  # ids are never reused, even after the newest row is deleted
+)
+
+api_tokens = sa.Table(
+    "api_tokens",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("user", sa.String(NAME_LEN), nullable=False, index=True),
+    sa.Column("admin", sa.Boolean, nullable=False),
+    sa.Column("token_hash", sa.String(NAME_LEN), nullable=False, unique=True, index=True),
+    sa.Column("note", sa.String(NOTE_LEN), nullable=True),
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Column("last_used_at", sa.Double, nullable=True),
+)

@@ -1,0 +1,65 @@
+"""API tokens: stored by hash, looked up, revoked per user."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from tacc_hub.store import Store, api_tokens
+from tacc_hub.store.store import TOKEN_TOUCH_INTERVAL
+
+
+def _last_used(store: Store, token_hash: str) -> float | None:
+    with store.engine.connect() as conn:
+        return conn.execute(
+            sa.select(api_tokens.c.last_used_at).where(api_tokens.c.token_hash == token_hash)
+        ).scalar_one()
+
+
+def test_add_lookup_revoke(store: Store):
+    a1 = store.add_token("ann", False, "h" * 64, note="laptop")
+    a2 = store.add_token("ann", False, "h2")
+    store.add_token("root", True, "r1")
+    assert a1 != a2
+    assert store.lookup_token("h" * 64) == ("ann", False)
+    assert store.lookup_token("r1") == ("root", True)
+    assert store.lookup_token("nope") is None
+    assert store.revoke_tokens("ann") == 2
+    assert store.lookup_token("h" * 64) is None and store.lookup_token("h2") is None
+    assert store.revoke_tokens("ann") == 0
+    assert store.lookup_token("r1") == ("root", True)
+
+
+def test_duplicate_hash_is_refused(store: Store):
+    store.add_token("ann", False, "same")
+    with pytest.raises(sa.exc.IntegrityError):
+        store.add_token("bob", True, "same")
+    assert store.lookup_token("same") == ("ann", False)
+
+
+def test_lengths_are_checked(store: Store):
+    with pytest.raises(ValueError, match="user"):
+        store.add_token("u" * 65, False, "h")
+    with pytest.raises(ValueError, match="token_hash"):
+        store.add_token("ann", False, "h" * 65)
+    with pytest.raises(ValueError, match="note"):
+        store.add_token("ann", False, "h", note="n" * 256)
+
+
+def test_last_used_is_recorded_coarsely(db_url: str):
+    now = [100.0]
+    store = Store(db_url, clock=lambda: now[0])
+    store.migrate()
+    try:
+        store.add_token("ann", False, "h")
+        assert _last_used(store, "h") is None
+        store.lookup_token("h")
+        assert _last_used(store, "h") == 100.0
+        now[0] += TOKEN_TOUCH_INTERVAL / 2
+        store.lookup_token("h")
+        assert _last_used(store, "h") == 100.0  # not rewritten on every request
+        now[0] = 100.0 + TOKEN_TOUCH_INTERVAL
+        store.lookup_token("h")
+        assert _last_used(store, "h") == now[0]
+    finally:
+        store.close()
