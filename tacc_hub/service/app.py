@@ -114,11 +114,11 @@ class TaccHub(Application):  # type: ignore[misc]
 
     @default("state_dir")
     def _state_dir(self) -> str:
-        return os.environ.get("TACC_STATE_DIR", os.path.abspath(".tacc"))
+        return os.environ.get("TACC_STATE_DIR") or os.path.abspath(".tacc")
 
     @default("db_url")
     def _db_url(self) -> str:
-        return os.environ.get("TACC_DB_URL", f"sqlite:///{Path(self.state_dir).resolve() / 'tacc.sqlite'}")
+        return os.environ.get("TACC_DB_URL") or f"sqlite:///{Path(self.state_dir).resolve() / 'tacc.sqlite'}"
 
     def initialize(self, argv: list[str] | None = None) -> None:
         self.parse_command_line(argv)
@@ -157,7 +157,8 @@ class TaccHub(Application):  # type: ignore[misc]
         controller = Controller(store, executor, self.site_profile(), FifoPolicy(self.max_running_per_user),
                                 code_store, poll_interval=self.poll_interval)
         ctx = ServiceContext(store=store, controller=controller, auth=TokenAuth(store), code_store=code_store,
-                             max_code_bytes=self.max_code_bytes, log_poll_interval=self.log_poll_interval)
+                             max_code_bytes=self.max_code_bytes,
+                             max_body_bytes=self.max_body_bytes, log_poll_interval=self.log_poll_interval)
         return ctx, make_app(ctx, self.base_url)
 
     async def serve(self) -> None:

@@ -33,6 +33,7 @@ class ServiceContext:
     auth: TokenAuth
     code_store: CodeStore
     max_code_bytes: int
+    max_body_bytes: int
     log_poll_interval: float
 
 

@@ -68,6 +68,8 @@ class TasksHandler(ApiHandler):
         self.write_json({"tasks": tasks, "total": total, "next_before": next_before})
 
     def _spec(self) -> Any:
+        if len(self.request.body) > self.ctx.max_body_bytes:
+            raise ApiError(413, f"task spec larger than {self.ctx.max_body_bytes} bytes")
         ctype = self.request.headers.get("Content-Type", "application/json").split(";")[0].strip().lower()
         fmt = self.get_query_argument("format", "tacc")
         try:

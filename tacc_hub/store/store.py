@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypedDict, Unpack
@@ -236,9 +236,7 @@ class Store:
         values = _encode_fields(fields)
         values["updated_at"] = self._clock()
         stmt = (
-            sa.update(tasks)
-            .where(tasks.c.id == task_id, tasks.c.status.in_([s.value for s in allowed]))
-            .values(values)
+            sa.update(tasks).where(tasks.c.id == task_id, tasks.c.status.in_([s.value for s in allowed])).values(values)
         )
         with self._engine.begin() as conn:
             return conn.execute(stmt).rowcount == 1
@@ -284,11 +282,7 @@ class Store:
 
     def active(self) -> list[TaskRecord]:
         """Every task that is not terminal, oldest first, plans included."""
-        stmt = (
-            sa.select(tasks)
-            .where(tasks.c.status.in_(sorted(s.value for s in ACTIVE)))
-            .order_by(tasks.c.id)
-        )
+        stmt = sa.select(tasks).where(tasks.c.status.in_(sorted(s.value for s in ACTIVE))).order_by(tasks.c.id)
         with self._engine.connect() as conn:
             return [_record(r) for r in conn.execute(stmt).mappings()]
 
@@ -400,13 +394,18 @@ def _expected(expected: TaskStatus | Collection[TaskStatus]) -> list[TaskStatus]
     return out
 
 
-def _encode_fields(fields: dict[str, Any] | TaskFields) -> dict[str, Any]:
+def _type_ok(value: object, types: tuple[type, ...]) -> bool:
+    # bool is an int, but True is no exit code and no timestamp.
+    return isinstance(value, types) and (bool in types or not isinstance(value, bool))
+
+
+def _encode_fields(fields: Mapping[str, Any]) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for key, value in fields.items():
         types = _FIELD_TYPES.get(key)
         if types is None:
             raise TypeError(f"task field {key!r} cannot be set; settable: {', '.join(sorted(_FIELD_TYPES))}")
-        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+        if not _type_ok(value, types):
             raise TypeError(f"task field {key!r}: {type(value).__name__} is not allowed")
         if key in _JSON_FIELDS:
             values[key] = None if value is None else _dumps(value, key)
@@ -417,11 +416,15 @@ def _encode_fields(fields: dict[str, Any] | TaskFields) -> dict[str, Any]:
     return values
 
 
+# Compact, standard JSON (NaN and Infinity refused); one encoder, not one per call.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
+
+
 def _dumps(value: Any, field: str) -> str:
     if not isinstance(value, dict):
         raise TypeError(f"{field}: must be a dict, not {type(value).__name__}")
     try:
-        return json.dumps(value, separators=(",", ":"), allow_nan=False)
+        return _ENCODER.encode(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{field}: not JSON-serialisable: {exc}") from exc
 
@@ -444,7 +447,7 @@ def _record(row: RowMapping) -> TaskRecord:
         status=TaskStatus(row["status"]),
         digest=row["digest"],
         spec=json.loads(row["spec"]),
-        plan=_loads(row.get("plan")),
+        plan=_loads(row["plan"]) if "plan" in row else None,
         reason=row["reason"],
         exit_code=row["exit_code"],
         submitted_at=float(row["submitted_at"]),

@@ -43,7 +43,14 @@ ALL_PAIRS = list(itertools.product(TaskStatus, TaskStatus))
 
 def test_values_are_lowercase_names():
     assert [s.value for s in TaskStatus] == [
-        "pending", "starting", "running", "cancelling", "succeeded", "failed", "cancelled", "lost",
+        "pending",
+        "starting",
+        "running",
+        "cancelling",
+        "succeeded",
+        "failed",
+        "cancelled",
+        "lost",
     ]
     assert all(s.value == s.name.lower() for s in TaskStatus)
     assert S("running") is S.RUNNING

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from tacc_hub.schema import (
+    GitCode,
     SpecError,
     TaskSpec,
     json_schema,
@@ -53,9 +54,17 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
         with_(environment={"variables": {"CUDA_VISIBLE_DEVICES": "0"}}),
         "environment.variables.CUDA_VISIBLE_DEVICES",
     ),
-    ("reserved env prefix", with_(environment={"variables": {"TACC_WORKDIR": "/"}}), "environment.variables.TACC_WORKDIR"),
+    (
+        "reserved env prefix",
+        with_(environment={"variables": {"TACC_WORKDIR": "/"}}),
+        "environment.variables.TACC_WORKDIR",
+    ),
     ("NUL in env value", with_(environment={"variables": {"A": "x\x00y"}}), "environment.variables.A"),
-    ("unpinned requirement", with_(environment={"requirements": ["numpy==2.0", "torch"]}), "environment.requirements[1]"),
+    (
+        "unpinned requirement",
+        with_(environment={"requirements": ["numpy==2.0", "torch"]}),
+        "environment.requirements[1]",
+    ),
     ("pip option", with_(environment={"requirements": ["--index-url=http://x"]}), "environment.requirements[0]"),
     (
         "pip option after a carriage return",
@@ -68,7 +77,11 @@ INVALID: list[tuple[str, dict[str, Any], str]] = [
         with_(environment={"requirements": ["numpy==2.0"], "conda": {"dependencies": ["numpy"]}}),
         "environment",
     ),
-    ("bad conda dependency", with_(environment={"conda": {"dependencies": ["x; rm"]}}), "environment.conda.dependencies[0]"),
+    (
+        "bad conda dependency",
+        with_(environment={"conda": {"dependencies": ["x; rm"]}}),
+        "environment.conda.dependencies[0]",
+    ),
     ("module with space", with_(environment={"modules": ["cuda 12"]}), "environment.modules[0]"),
     ("output leaves workdir", with_(outputs=["ok", "a/../../b"]), "outputs[1]"),
     ("absolute output", with_(outputs=["/etc/passwd"]), "outputs[0]"),
@@ -176,7 +189,8 @@ def test_pinned_requirements_are_accepted(req: str) -> None:
 
 def test_git_code_accepts_the_usual_url_forms() -> None:
     for url in ["https://github.com/a/b.git", "git@github.com:a/b.git", "ssh://git@h/r", "file:///srv/r"]:
-        assert spec_from_data(with_(code={"kind": "git", "url": url, "commit": "0123abc"})).code.url == url  # type: ignore[union-attr]
+        code = spec_from_data(with_(code={"kind": "git", "url": url, "commit": "0123abc"})).code
+        assert isinstance(code, GitCode) and code.url == url
 
 
 def test_qos_class_by_alias_and_by_name_is_the_same_spec() -> None:
@@ -200,7 +214,7 @@ def test_tacc_yaml_conveniences() -> None:
         "name: demo\ncode: src\nentrypoint: python train.py --lr 0.1\n"
         "resources: {gpus_per_node: 2, time_limit: 2h, memory: 16G}\nqos: {class: interactive}\n"
     )
-    assert spec.code.kind == "local" and spec.code.path == "src"  # type: ignore[union-attr]
+    assert spec.code.kind == "local" and spec.code.path == "src"
     assert spec.entrypoint.shell == ["python train.py --lr 0.1"] and spec.entrypoint.argv is None
     assert (spec.resources.gpus_per_node, spec.resources.time_limit, spec.resources.memory) == (2, 7200, 16384)
     assert spec.qos.qos_class == "interactive"

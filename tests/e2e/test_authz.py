@@ -1,0 +1,49 @@
+"""Who may see and touch which task: owners, other users, admins, anonymous callers."""
+
+from __future__ import annotations
+
+import json
+
+from .conftest import Api, tcloud, write_task
+
+
+def test_users_see_and_cancel_only_their_own_tasks(service, tmp_path):
+    d = write_task(tmp_path / "a", "name: private\ncode: .\nentrypoint: sleep 30\n")
+    res = tcloud(service, "alice", "submit", str(d), "--json")
+    assert res.returncode == 0, res.stderr
+    tid = json.loads(res.stdout)["id"]
+    alice = Api(service.url, service.token("alice"))
+    bob = Api(service.url, service.token("bob"))
+    admin = Api(service.url, service.token("root", admin=True))
+    alice.wait_status(tid, {"running"})
+
+    for method, path in (("GET", f"/api/tasks/{tid}"), ("GET", f"/api/tasks/{tid}/logs"),
+                         ("GET", f"/api/tasks/{tid}/outputs"), ("POST", f"/api/tasks/{tid}/cancel")):
+        status, body = bob.call(method, path)
+        assert status == 404, (method, path, status, body)
+    _, listing = bob.call("GET", "/api/tasks?all=1")
+    assert tid not in [t["id"] for t in listing["tasks"]]
+    res = tcloud(service, "bob", "cancel", str(tid))
+    assert res.returncode == 1 and "no task" in res.stderr
+    _, t = alice.call("GET", f"/api/tasks/{tid}")
+    assert t["status"] == "running"
+
+    status, t = admin.call("GET", f"/api/tasks/{tid}")
+    assert status == 200 and t["owner"] == "alice"
+    _, listing = admin.call("GET", "/api/tasks?all=1&limit=500")
+    assert tid in [t["id"] for t in listing["tasks"]]
+    status, t = admin.call("POST", f"/api/tasks/{tid}/cancel")
+    assert status == 200
+    alice.wait_status(tid, {"cancelled"})
+
+
+def test_requests_without_a_valid_token_are_refused(service):
+    for token in (None, "not-a-token", "x" * 600):
+        api = Api(service.url, token)
+        for method, path in (("GET", "/api/tasks"), ("POST", "/api/tasks"), ("GET", "/api/cluster"),
+                             ("GET", "/api/tasks/1")):
+            status, body = api.call(method, path, body={})
+            assert status == 401, (token, method, path)
+            assert "token" in body["message"]
+    status, doc = Api(service.url, None).call("GET", "/api/openapi.json")
+    assert status == 200 and "/api/tasks" in doc["paths"]

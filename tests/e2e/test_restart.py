@@ -1,0 +1,75 @@
+"""A service restart in the middle of a run: tasks are re-adopted, or marked lost with a reason; never dropped."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+from .conftest import Api, ServiceProcess, tcloud, write_task
+
+
+def test_restart_readopts_running_tasks_and_marks_vanished_ones_lost(tmp_path):
+    svc = ServiceProcess(tmp_path / "state", "--TaccHub.grace_period=2").start()
+    try:
+        survivor = write_task(tmp_path / "survivor", "name: survivor\ncode: .\nentrypoint:\n"
+                              "  - echo before\n  - sleep 4\n  - echo after\n")
+        victim = write_task(tmp_path / "victim", "name: victim\ncode: .\nentrypoint:\n"
+                            "  - echo $$ > pid\n  - sleep 600\n")
+        queued = write_task(tmp_path / "queued", "name: queued\ncode: .\nentrypoint: echo queued-ran\n")
+        ids = {}
+        for name, d in (("survivor", survivor), ("victim", victim)):
+            res = tcloud(svc, "alice", "submit", str(d), "--json")
+            assert res.returncode == 0, res.stderr
+            ids[name] = json.loads(res.stdout)["id"]
+        api = Api(svc.url, svc.token("alice"))
+        for tid in ids.values():
+            api.wait_status(tid, {"running"})
+        pidfile = svc.state_dir / "tasks" / str(ids["victim"]) / "work" / "pid"
+        deadline = time.monotonic() + 10
+        while not pidfile.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+        svc.stop(signal.SIGKILL)  # the hard case: no chance to clean up
+        os.killpg(os.getpgid(int(pidfile.read_text())), signal.SIGKILL)  # dies while nobody watches
+
+        svc2 = ServiceProcess(svc.state_dir, "--TaccHub.grace_period=2", port=svc.port)
+        svc2.tokens = svc.tokens
+        svc2.start()
+        try:
+            lost = api.wait_status(ids["victim"], {"lost"}, timeout=20)
+            assert "no exit status" in lost["reason"]
+            done = api.wait_status(ids["survivor"], {"succeeded"}, timeout=30)
+            _, logs = api.call("GET", f"/api/tasks/{ids['survivor']}/logs")
+            assert logs["data"].split() == ["before", "after"]
+            assert done["exit_code"] == 0
+            # the restarted service still schedules new work, and the lost task freed its slot
+            res = tcloud(svc2, "alice", "submit", str(queued), "-f")
+            assert res.returncode == 0 and "queued-ran" in res.stdout, res.stderr
+        finally:
+            svc2.stop()
+    finally:
+        svc.stop()
+
+
+def test_graceful_stop_leaves_tasks_running_and_finished_while_down_is_recorded(tmp_path):
+    svc = ServiceProcess(tmp_path / "state").start()
+    try:
+        d = write_task(tmp_path / "t", "name: short\ncode: .\nentrypoint:\n  - sleep 2\n  - exit 3\n")
+        res = tcloud(svc, "alice", "submit", str(d), "--json")
+        tid = json.loads(res.stdout)["id"]
+        api = Api(svc.url, svc.token("alice"))
+        api.wait_status(tid, {"running"})
+        svc.stop()  # SIGTERM: the task keeps running and ends while the service is down
+        time.sleep(3)
+        svc2 = ServiceProcess(svc.state_dir, port=svc.port)
+        svc2.tokens = svc.tokens
+        svc2.start()
+        try:
+            t = api.wait_status(tid, {"failed"}, timeout=20)
+            assert t["exit_code"] == 3
+        finally:
+            svc2.stop()
+    finally:
+        svc.stop()

@@ -1,0 +1,82 @@
+"""Golden launch scripts: compiled plans are compared byte for byte with tests/golden/.
+
+Each case is compiled for the fixed test site (fake paths; nothing taken from
+this machine) and both ``plan.script`` (``<case>.launch.sh``) and the whole plan
+(``<case>.plan.json``) must equal the committed files.
+
+After an intended change to the compiler, a runtime plugin or the schema,
+regenerate the files and review the diff before committing it:
+
+    TACC_UPDATE_GOLDEN=1 python -m pytest tests/unit/test_golden.py
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tacc_hub.compiler import SiteProfile, compile_task
+from tacc_hub.schema import TaskSpec
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+UPDATE = os.environ.get("TACC_UPDATE_GOLDEN") == "1"
+GIT = {"kind": "git", "url": "https://example.org/lab/model.git", "commit": "0123456789abcdef0123456789abcdef01234567"}
+
+CASES: dict[str, dict[str, Any]] = {
+    "plain-argv": {
+        "entrypoint": {"argv": ["python", "train.py", "--epochs", "3", "--note", "it's $(fine)"]},
+    },
+    "plain-shell": {
+        "code": GIT,
+        "entrypoint": {"shell": ["echo start", "python train.py --epochs 3 | tee out.txt"]},
+        "resources": {"nodes": 2, "gpus_per_node": 1, "time_limit": "30m"},
+    },
+    "torchrun-python": {
+        "entrypoint": {"argv": ["python", "train.py", "--lr", "0.1"]},
+        "runtime": {"kind": "torchrun", "options": {"max_restarts": 2}},
+        "resources": {"gpus_per_node": 4, "gpu_type": "a100", "partition": "gpu", "memory": "64G"},
+    },
+    "torchrun-shell": {
+        "entrypoint": {"shell": ["cd src", "python -m pkg.train --config ${TACC_WORKDIR}/cfg.yaml"]},
+        "runtime": {"kind": "torchrun"},
+        "resources": {"gpus_per_node": 2, "tasks_per_node": 2},
+    },
+    "env-datasets-venv": {
+        "entrypoint": {"argv": ["python", "-u", "main.py"]},
+        "workdir": "experiments/run 1",
+        "environment": {
+            "python": "3.12",
+            "requirements": ["torch==2.3.1", "numpy==2.0.0"],
+            "variables": {"WANDB_MODE": "offline", "NOTE": "a b; $(c)", "A_FIRST": "1"},
+            "modules": ["cuda/12.1"],
+        },
+        "datasets": ["mnist", "imagenet"],
+        "outputs": ["ckpt", "logs"],
+        "log_file": "logs/run.log",
+        "qos": {"class": "low", "preemptible": True},
+    },
+}
+
+
+def _check(path: Path, text: str) -> None:
+    if UPDATE:
+        path.write_text(text)
+        return
+    assert path.exists(), f"{path} is missing; run TACC_UPDATE_GOLDEN=1 python -m pytest {__file__}"
+    assert text == path.read_text(), f"{path.name} differs from the compiled output (see the module docstring)"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_golden(case: str, spec: Callable[..., TaskSpec], site: SiteProfile) -> None:
+    plan = compile_task(spec(name=case, **CASES[case]), site)
+    _check(GOLDEN / f"{case}.launch.sh", plan.script)
+    _check(GOLDEN / f"{case}.plan.json", plan.model_dump_json(indent=2) + "\n")
+
+
+def test_no_stale_golden_files() -> None:
+    expected = {f"{c}.launch.sh" for c in CASES} | {f"{c}.plan.json" for c in CASES}
+    assert {p.name for p in GOLDEN.iterdir()} <= expected
