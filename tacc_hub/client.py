@@ -49,7 +49,7 @@ class TaccClient:
         return self.url + path + (("?" + urlencode(params)) if params else "")
 
     def _request(self, method: str, path: str, *, params: dict[str, Any] | None = None, body: bytes | None = None,
-                 content_type: str | None = None, stream: bool = False, timeout: Any = None) -> Any:  # noqa: ANN401
+                 content_type: str | None = None, stream: bool = False, timeout: Any = None) -> Any:
         headers = dict(self.headers)
         if content_type:
             headers["Content-Type"] = content_type

@@ -72,7 +72,9 @@ def pack(root: str | Path, *, excludes: frozenset[str] = DEFAULT_EXCLUDES, limit
                 st = path.stat()
                 total += st.st_size
                 if total > limit:
-                    raise SnapshotError(f"{root} holds more than {limit} bytes of code; keep data out of the code directory")
+                    raise SnapshotError(
+                        f"{root} holds more than {limit} bytes of code; keep data out of the code directory"
+                    )
                 info.size = st.st_size
                 info.mode = 0o755 if st.st_mode & 0o111 else 0o644
                 with path.open("rb") as fh:

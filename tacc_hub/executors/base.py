@@ -80,5 +80,5 @@ class Executor(abc.ABC):
     def work_dir(self, task_id: int) -> Path:
         return self.task_dir(task_id) / "work"
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release resources held by the executor (tasks keep running)."""

@@ -27,16 +27,18 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..scheduler.cluster import Node
 from .base import Executor, Launch, LaunchError, Observation
 from .prepare import ensure_env, materialize_code
-from ..scheduler.cluster import Node
 
 SUPERVISOR = (
     'cd -- "$1" || exit 111\n'
     "bash ./launch.sh >>output.log 2>&1\n"
     "rc=$?\n"
     "printf '%s\\n' \"$rc\" > exitcode.tmp && mv -f exitcode.tmp exitcode\n"
-    'if [ -n "$2" ] && [ -e "output.log" ]; then mkdir -p -- "$(dirname -- "work/$2")" && cp -- output.log "work/$2"; fi\n'
+    'if [ -n "$2" ] && [ -e "output.log" ]; then\n'
+    '  mkdir -p -- "$(dirname -- "work/$2")" && cp -- output.log "work/$2"\n'
+    "fi\n"
     'exit "$rc"\n'
 )
 

@@ -71,7 +71,7 @@ class _NotFound(HealthHandler):
         raise ApiError(404, f"no such endpoint {self.request.path[:200]!r}")
 
 
-class TaccHub(Application):  # type: ignore[misc]
+class TaccHub(Application):
     name = "tacc-hub"
     description = "tacc_hub service: task API, scheduler and executor for a shared GPU cluster."
     version = tacc_hub.__version__
@@ -125,7 +125,7 @@ class TaccHub(Application):  # type: ignore[misc]
         if self.config_file and Path(self.config_file).exists():
             self.load_config_file(self.config_file)
             self.parse_command_line(argv)  # the command line wins over the file
-        logging.basicConfig(level=self.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.basicConfig(level=self.log.level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     def site_profile(self) -> SiteProfile:
         root = Path(self.state_dir).resolve()

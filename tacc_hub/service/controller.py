@@ -106,7 +106,7 @@ class Controller:
     def wake(self) -> None:
         self._wake.set()
 
-    def _spawn(self, coro: Any) -> None:  # noqa: ANN401
+    def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._bg.add(task)
         task.add_done_callback(self._bg.discard)
@@ -248,7 +248,8 @@ class Controller:
     def enforce_time_limits(self) -> None:
         now = time.time()
         for task_id, live in list(self.live.items()):
-            if live.status == S.RUNNING and not live.busy and live.started_at and now - live.started_at > live.time_limit:
+            overdue = live.started_at is not None and now - live.started_at > live.time_limit
+            if live.status == S.RUNNING and not live.busy and overdue:
                 self._spawn(self._kill(task_id, S.FAILED, f"time limit of {live.time_limit} s reached"))
 
     async def _kill(self, task_id: int, to: TaskStatus, reason: str) -> None:

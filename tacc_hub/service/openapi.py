@@ -33,8 +33,8 @@ def build_openapi(routes: list[tuple[str, type[ApiHandler]]]) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for pattern, handler in routes:
         path = pattern.rstrip("$")
-        names = iter(["id", "digest"] if "code" not in path else ["digest"])
-        path = re.sub(r"\([^)]*\)", lambda _m: "{" + next(names) + "}", path)
+        name = "digest" if "/code/" in path else "id"
+        path = re.sub(r"\([^)]*\)", "{" + name + "}", path)
         ops: dict[str, Any] = {}
         for method, doc in handler.openapi.items():
             op: dict[str, Any] = {"summary": doc.get("summary", ""), "responses": {}}

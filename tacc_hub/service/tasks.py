@@ -78,7 +78,8 @@ class TasksHandler(ApiHandler):
             elif ctype in ("application/json", ""):
                 doc = self.body_json()
             else:
-                raise ApiError(415, f"unsupported Content-Type {ctype[:64]!r}; send application/json or application/yaml")
+                raise ApiError(415, f"unsupported Content-Type {ctype[:64]!r}; "
+                               "send application/json or application/yaml")
             if fmt == "tuxiv":
                 return spec_from_tuxiv(doc)
             if fmt != "tacc":
