@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Install tacc_hub and everything its tests and examples need into ./.venv (idempotent).
+# Needs Python >= 3.11 as $PYTHON or python3. torch is pinned to 2.13.0 (a CPU wheel).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+pick_python() {
+  for cand in "${PYTHON:-}" python3.11 python3 python; do
+    [ -n "$cand" ] || continue
+    if command -v "$cand" >/dev/null 2>&1 &&
+       "$cand" -c 'import sys; raise SystemExit(sys.version_info < (3, 11))' 2>/dev/null; then
+      command -v "$cand"; return 0
+    fi
+  done
+  echo "bootstrap: Python 3.11 or newer is required (set PYTHON=...)" >&2
+  return 1
+}
+
+if [ ! -x .venv/bin/python ]; then
+  py=$(pick_python)
+  # Resolve pyenv shims to the real interpreter: tasks must not go through a shell shim.
+  real=$("$py" -c 'import sys; print(sys.executable)')
+  echo "bootstrap: creating .venv with $real"
+  "$real" -m venv .venv
+fi
+stamp=.venv/.tacc-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,examples]'
+  touch "$stamp"
+fi
