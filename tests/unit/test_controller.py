@@ -1,0 +1,219 @@
+"""The controller's wiring with a fake executor: scheduling, finishing, cancelling, recovery."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+import time
+
+import pytest
+
+from tacc_hub.compiler import SiteProfile
+from tacc_hub.executors import FakeExecutor, Observation
+from tacc_hub.scheduler import FifoPolicy
+from tacc_hub.schema import SpecError, spec_from_data
+from tacc_hub.service.controller import Conflict, Controller
+from tacc_hub.snapshot import CodeStore, digest_of, pack
+from tacc_hub.store import Store, TaskStatus
+
+S = TaskStatus
+
+
+@pytest.fixture
+def env(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    store.migrate()
+    codes = CodeStore(tmp_path / "code")
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.py").write_text("print(1)\n")
+    data = pack(src)
+    codes.put(digest_of(data), data)
+    site = SiteProfile(pythons={"3.11": sys.executable}, default_python="3.11", env_root=str(tmp_path / "envs"),
+                       code_root=str(tmp_path / "code"), max_gpus_per_node=4)
+    return store, codes, site, digest_of(data)
+
+
+def make(env, executor=None, cap=10):
+    store, codes, site, _ = env
+    return Controller(store, executor or FakeExecutor(gpus=4), site, FifoPolicy(cap), codes, poll_interval=0.05)
+
+
+def spec(env, gpus=0, **kw):
+    return spec_from_data({"name": "t", "code": {"kind": "snapshot", "digest": env[3]},
+                           "entrypoint": {"argv": ["python", "a.py"]}, "resources": {"gpus_per_node": gpus}, **kw})
+
+
+async def until(pred, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached")
+
+
+async def test_submit_runs_and_finishes(env):
+    ctl = make(env)
+    await ctl.start()
+    try:
+        rec = await ctl.submit("alice", spec(env, gpus=2))
+        await until(lambda: ctl.store.get(rec.id).status == S.RUNNING)
+        got = ctl.store.get(rec.id)
+        assert got.placement == {"nodes": [{"node": "n1", "gpus": [0, 1]}]}
+        assert got.executor_state == {"fake": rec.id}
+        ctl.executor.finish(rec.id, 0)
+        await until(lambda: ctl.store.get(rec.id).status == S.SUCCEEDED)
+        assert ctl.cluster.nodes["n1"].holders == {}
+        other = await ctl.submit("alice", spec(env))
+        ctl_exec = ctl.executor
+        await until(lambda: ctl.store.get(other.id).status == S.RUNNING)
+        ctl_exec.finish(other.id, 3)
+        await until(lambda: ctl.store.get(other.id).status == S.FAILED)
+        assert ctl.store.get(other.id).exit_code == 3
+    finally:
+        await ctl.stop()
+
+
+async def test_compile_refusals_store_nothing(env):
+    ctl = make(env)
+    await ctl.start()
+    try:
+        with pytest.raises(SpecError) as err:
+            await ctl.submit("alice", spec(env, gpus=8))
+        assert err.value.errors[0][0] == "resources.gpus_per_node"
+        missing = spec_from_data({"name": "t", "code": {"kind": "snapshot", "digest": "f" * 64},
+                                  "entrypoint": {"argv": ["true"]}})
+        with pytest.raises(SpecError, match="not been uploaded"):
+            await ctl.submit("alice", missing)
+        assert ctl.store.list_tasks(None, None, 10, None)[1] == 0
+    finally:
+        await ctl.stop()
+
+
+async def test_cancel_pending_and_running(env):
+    ex = FakeExecutor(gpus=1)
+    ctl = make(env, ex)
+    await ctl.start()
+    try:
+        a = await ctl.submit("alice", spec(env, gpus=1))
+        b = await ctl.submit("alice", spec(env, gpus=1))
+        await until(lambda: ctl.store.get(a.id).status == S.RUNNING)
+        done = await ctl.cancel(ctl.store.get(b.id))
+        assert done.status == S.CANCELLED and b.id not in ctl.pending
+        await ctl.cancel(ctl.store.get(a.id))
+        await until(lambda: ctl.store.get(a.id).status == S.CANCELLED)
+        assert ex.cancelled == [a.id]
+        with pytest.raises(Conflict):
+            await ctl.cancel(ctl.store.get(a.id))
+    finally:
+        await ctl.stop()
+
+
+async def test_launch_failure_marks_failed_and_frees_slots(env):
+    ctl = make(env, FakeExecutor(gpus=2, fail_launch=True))
+    await ctl.start()
+    try:
+        rec = await ctl.submit("alice", spec(env, gpus=2))
+        await until(lambda: ctl.store.get(rec.id).status == S.FAILED)
+        assert "fake launch failure" in ctl.store.get(rec.id).reason
+        assert ctl.cluster.nodes["n1"].holders == {}
+    finally:
+        await ctl.stop()
+
+
+async def test_vanished_task_is_lost_with_reason(env):
+    ex = FakeExecutor()
+    ctl = make(env, ex)
+    await ctl.start()
+    try:
+        rec = await ctl.submit("alice", spec(env))
+        await until(lambda: ctl.store.get(rec.id).status == S.RUNNING)
+        ex.vanish(rec.id)
+        await until(lambda: ctl.store.get(rec.id).status == S.LOST)
+        assert ctl.store.get(rec.id).reason == "vanished"
+    finally:
+        await ctl.stop()
+
+
+async def test_unknown_observation_is_not_gone(env):
+    ex = FakeExecutor()
+    ctl = make(env, ex)
+    await ctl.start()
+    try:
+        rec = await ctl.submit("alice", spec(env))
+        await until(lambda: ctl.store.get(rec.id).status == S.RUNNING)
+        ex.results[rec.id] = Observation("unknown", reason="engine did not answer")
+        await asyncio.sleep(0.3)
+        assert ctl.store.get(rec.id).status == S.RUNNING
+    finally:
+        await ctl.stop()
+
+
+async def test_recovery_after_restart(env):
+    ex = FakeExecutor(gpus=2)
+    ctl = make(env, ex)
+    await ctl.start()
+    running = await ctl.submit("alice", spec(env, gpus=1))
+    gone = await ctl.submit("alice", spec(env, gpus=1))
+    queued = await ctl.submit("alice", spec(env, gpus=2))
+    await until(lambda: ctl.store.get(gone.id).status == S.RUNNING and ctl.store.get(running.id).status == S.RUNNING)
+    await ctl.stop()
+    # Another "process": a new controller on the same store; the fake engine kept one task.
+    ex2 = FakeExecutor(gpus=2)
+    ex2.results[running.id] = Observation("running")
+    ctl2 = make(env, ex2)
+    await ctl2.start()
+    try:
+        assert ctl2.store.get(gone.id).status == S.LOST
+        assert ctl2.store.get(running.id).status == S.RUNNING
+        assert running.id in ctl2.cluster.held  # its GPU is still accounted for
+        assert ctl2.store.get(queued.id).status == S.PENDING  # needs 2 GPUs, one is held
+        ex2.finish(running.id, 0)
+        await until(lambda: ctl2.store.get(queued.id).status == S.RUNNING)
+    finally:
+        await ctl2.stop()
+
+
+async def test_starting_without_launch_is_requeued_at_recovery(env):
+    store = env[0]
+    ctl = make(env)
+    await ctl.start()
+    rec = await ctl.submit("alice", spec(env))
+    await until(lambda: store.get(rec.id).status == S.RUNNING)
+    await ctl.stop()
+    # Simulate a crash between placement and launch: a STARTING row with no executor state.
+    fresh = await _insert_starting(env)
+    ctl2 = make(env)
+    await ctl2.start()
+    try:
+        await until(lambda: store.get(fresh).status == S.RUNNING)
+    finally:
+        await ctl2.stop()
+
+
+async def _insert_starting(env) -> int:
+    store = env[0]
+    ctl = make(env, FakeExecutor())
+    plan = ctl.compile(spec(env))
+    from tacc_hub.store import NewTask
+
+    rec = store.insert_tasks([NewTask(owner="bob", name="t", digest=plan.task_digest, spec={},
+                                      plan=plan.model_dump(mode="json"), submitted_at=time.time())])[0]
+    store.transition(rec.id, S.STARTING, expected=S.PENDING,
+                     placement={"nodes": [{"node": "n1", "gpus": []}]})
+    return rec.id
+
+
+async def test_time_limit_fails_the_task(env):
+    ex = FakeExecutor()
+    ctl = make(env, ex)
+    await ctl.start()
+    try:
+        rec = await ctl.submit("alice", spec(env, resources={"time_limit": 1}))
+        await until(lambda: ctl.store.get(rec.id).status == S.RUNNING)
+        await until(lambda: ctl.store.get(rec.id).status == S.FAILED, timeout=5)
+        assert "time limit" in ctl.store.get(rec.id).reason
+        assert ex.cancelled == [rec.id]
+    finally:
+        await ctl.stop()
