@@ -15,7 +15,7 @@ def test_init_guesses_entrypoint_and_pins_requirements(tmp_path):
     (proj / "train.py").write_text("print('hi')\n")
     (proj / "requirements.txt").write_text("PyYAML\nfoo==1.2  # pinned\n-e .\nnot-installed-anywhere-xyz\n")
     path = write_tacc_yaml(proj)
-    spec, base = load(proj)
+    spec, _base = load(proj)
     assert spec.name == "my-project"
     assert spec.entrypoint.argv == ["python", "train.py"]
     reqs = spec.environment.requirements
@@ -29,7 +29,8 @@ def test_init_guesses_entrypoint_and_pins_requirements(tmp_path):
 def test_overrides_are_validated_like_the_file(tmp_path):
     (tmp_path / "tacc.yaml").write_text("name: t\ncode: .\nentrypoint: [echo hi]\n")
     spec, base = load(tmp_path)
-    assert with_overrides(spec, {"resources.gpus_per_node": 2, "resources.time_limit": "2h"}).resources.time_limit == 7200
+    changed = with_overrides(spec, {"resources.gpus_per_node": 2, "resources.time_limit": "2h"})
+    assert changed.resources.time_limit == 7200
     with pytest.raises(SpecError) as err:
         with_overrides(spec, {"resources.nodes": -1})
     assert err.value.errors[0][0] == "resources.nodes"
