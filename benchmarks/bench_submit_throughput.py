@@ -35,7 +35,7 @@ local body = __BODY__
 local token = __TOKEN__
 local method = __METHOD__
 local threads = {}
-local counts = {}
+counts = {}  -- a global: thread:get() reads globals
 
 function setup(thread)
   table.insert(threads, thread)
@@ -81,7 +81,9 @@ def lua_str(s: str) -> str:
 def run_wrk(wrk: str, url: str, script: Path, args: argparse.Namespace) -> dict:
     cmd = [wrk, "-c", str(args.connections), "-t", str(args.threads), "-d", f"{args.duration}s", "--latency",
            "--timeout", "10s", "-s", str(script), url]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 60, check=True)
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=args.duration + 60, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"wrk failed ({out.returncode}):\n{out.stdout}\n{out.stderr}")
     line = next((ln for ln in out.stdout.splitlines() if ln.startswith("WRKJSON ")), None)
     if line is None:
         raise RuntimeError(f"wrk printed no summary:\n{out.stdout}\n{out.stderr}")
