@@ -129,3 +129,15 @@ def write_task(dir: Path, yaml_text: str, files: dict[str, str] | None = None) -
     for name, content in (files or {}).items():
         (dir / name).write_text(content)
     return dir
+
+
+def task_pid(state_dir: Path, task_id: int, timeout: float = 10) -> int:
+    """The pid a test task wrote to ``pid`` in its working directory (``echo $$ > pid``)."""
+    pidfile = state_dir / "tasks" / str(task_id) / "work" / "pid"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        text = pidfile.read_text().strip() if pidfile.exists() else ""
+        if text:
+            return int(text)
+        time.sleep(0.05)
+    raise AssertionError(f"task {task_id} wrote no pid file")

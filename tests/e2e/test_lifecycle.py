@@ -6,7 +6,7 @@ import json
 import os
 import time
 
-from .conftest import Api, tcloud, write_task
+from .conftest import Api, task_pid, tcloud, write_task
 
 
 def _submit(service, user, dir, *extra):
@@ -29,11 +29,7 @@ def test_cancel_a_long_task_kills_its_processes(service, tmp_path):
     api = Api(service.url, service.token("alice"))
     tid = _submit(service, "alice", d)
     api.wait_status(tid, {"running"})
-    pidfile = service.state_dir / "tasks" / str(tid) / "work" / "pid"
-    deadline = time.monotonic() + 10
-    while not pidfile.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    pid = int(pidfile.read_text())
+    pid = task_pid(service.state_dir, tid)
     assert _alive(pid)
     res = tcloud(service, "alice", "cancel", str(tid))
     assert res.returncode == 0, res.stderr
@@ -51,11 +47,7 @@ def test_cancel_escalates_to_sigkill_when_sigterm_is_ignored(service, tmp_path):
     api = Api(service.url, service.token("alice"))
     tid = _submit(service, "alice", d)
     api.wait_status(tid, {"running"})
-    pidfile = service.state_dir / "tasks" / str(tid) / "work" / "pid"
-    deadline = time.monotonic() + 10
-    while not pidfile.exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    pid = int(pidfile.read_text())
+    pid = task_pid(service.state_dir, tid)
     api.call("POST", f"/api/tasks/{tid}/cancel")
     api.wait_status(tid, {"cancelled"}, timeout=20)  # grace period is 2 s in this service
     assert not _alive(pid)

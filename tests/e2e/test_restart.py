@@ -7,7 +7,7 @@ import os
 import signal
 import time
 
-from .conftest import Api, ServiceProcess, tcloud, write_task
+from .conftest import Api, ServiceProcess, task_pid, tcloud, write_task
 
 
 def test_restart_readopts_running_tasks_and_marks_vanished_ones_lost(tmp_path):
@@ -26,13 +26,10 @@ def test_restart_readopts_running_tasks_and_marks_vanished_ones_lost(tmp_path):
         api = Api(svc.url, svc.token("alice"))
         for tid in ids.values():
             api.wait_status(tid, {"running"})
-        pidfile = svc.state_dir / "tasks" / str(ids["victim"]) / "work" / "pid"
-        deadline = time.monotonic() + 10
-        while not pidfile.exists() and time.monotonic() < deadline:
-            time.sleep(0.05)
+        victim_pid = task_pid(svc.state_dir, ids["victim"])
 
         svc.stop(signal.SIGKILL)  # the hard case: no chance to clean up
-        os.killpg(os.getpgid(int(pidfile.read_text())), signal.SIGKILL)  # dies while nobody watches
+        os.killpg(os.getpgid(victim_pid), signal.SIGKILL)  # dies while nobody watches
 
         svc2 = ServiceProcess(svc.state_dir, "--TaccHub.grace_period=2", port=svc.port)
         svc2.tokens = svc.tokens
