@@ -73,7 +73,7 @@ class Service:
         log = (self.tmp / "service.log").open("ab")
         self.proc = subprocess.Popen(
             [str(BIN / "tacc-hub"), "serve", f"--port={self.port}", f"--state-dir={self.state_dir}",
-             "--ip=127.0.0.1", "--log-level=WARN", *self.extra],
+             "--ip=127.0.0.1", *self.extra],
             stdout=log, stderr=subprocess.STDOUT, cwd=self.tmp, env=clean_env(),
         )
         http = urllib3.PoolManager()
@@ -88,6 +88,13 @@ class Service:
                 pass
             time.sleep(0.05)
         raise RuntimeError(f"service did not become healthy in {timeout} s: {self.log_tail()}")
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU time the service process has used so far (from /proc)."""
+        assert self.proc is not None
+        with open(f"/proc/{self.proc.pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def log_tail(self, n: int = 3000) -> str:
         p = self.tmp / "service.log"

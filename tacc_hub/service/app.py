@@ -112,6 +112,10 @@ class TaccHub(Application):
     conda_command = Unicode("", config=True, help="conda or micromamba executable for conda specs; default: found "
                             "on PATH, else conda specs are refused with a clear error.")
 
+    @default("log_level")
+    def _log_level(self) -> int:
+        return logging.INFO  # the access log and the startup lines; --log-level=WARN silences them
+
     @default("state_dir")
     def _state_dir(self) -> str:
         return os.environ.get("TACC_STATE_DIR") or os.path.abspath(".tacc")
@@ -125,7 +129,9 @@ class TaccHub(Application):
         if self.config_file and Path(self.config_file).exists():
             self.load_config_file(self.config_file)
             self.parse_command_line(argv)  # the command line wins over the file
-        logging.basicConfig(level=self.log.level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        level = self.log_level  # --log-level / c.Application.log_level (traitlets turns a name into its number)
+        logging.basicConfig(level=level if isinstance(level, int | str) else logging.INFO,
+                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     def site_profile(self) -> SiteProfile:
         root = Path(self.state_dir).resolve()
