@@ -146,6 +146,11 @@ class Environment(Model):
     variables: dict[UserEnvName, SafeText] = Field(default_factory=dict, max_length=1024)
     modules: list[ModuleName] = Field(default_factory=list, max_length=256)
 
+    @field_validator("variables")
+    @classmethod
+    def _sorted_variables(cls, v: dict[str, str]) -> dict[str, str]:
+        return dict(sorted(v.items()))  # canonical order: the digest serializes fields as stored
+
     @model_validator(mode="after")
     def _one_manager(self) -> Environment:
         if self.conda is not None and self.requirements:
@@ -187,12 +192,17 @@ class QoS(Model):
 
 
 RuntimeKind = Literal["plain", "torchrun", "deepspeed", "horovod", "mpi", "byteps"]
-OptionValue = Annotated[str, Field(max_length=4096)] | int | float | bool
+OptionValue = Annotated[str, Field(max_length=4096)] | int | Annotated[float, Field(allow_inf_nan=False)] | bool
 
 
 class Runtime(Model):
     kind: RuntimeKind = "plain"
     options: dict[EnvName, OptionValue] = Field(default_factory=dict, max_length=64)
+
+    @field_validator("options")
+    @classmethod
+    def _sorted_options(cls, v: dict[str, object]) -> dict[str, object]:
+        return dict(sorted(v.items()))  # canonical order, as for environment.variables
 
 
 # --- the task ----------------------------------------------------------------------
@@ -223,6 +233,7 @@ class TaskSpec(Model):
 
     @property
     def digest(self) -> str:
+        """sha256 of the canonical form (see ``digest``). Not cached: ``model_copy`` would carry a stale one."""
         from .digest import spec_digest
 
         return spec_digest(self)

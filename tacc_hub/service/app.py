@@ -21,6 +21,7 @@ from typing import Any
 
 import tornado.httpserver
 import tornado.web
+from tornado.log import access_log
 from traitlets import Bool, Dict, Enum, Float, Integer, Unicode, default
 from traitlets.config import Application
 
@@ -59,7 +60,22 @@ def make_app(ctx: ServiceContext, base_url: str = "/") -> tornado.web.Applicatio
     OpenAPIHandler.document = build_openapi(ROUTES)
     prefix = base_url.rstrip("/")
     handlers = [(prefix + pattern, handler, {"ctx": ctx}) for pattern, handler in ROUTES]
-    return tornado.web.Application(handlers, default_handler_class=_NotFound, default_handler_args={"ctx": ctx})
+    return tornado.web.Application(handlers, default_handler_class=_NotFound, default_handler_args={"ctx": ctx},
+                                   log_function=log_request)
+
+
+def log_request(handler: tornado.web.RequestHandler) -> None:
+    """Access log: successes at DEBUG (a busy hub answers thousands a second), 4xx INFO, 5xx ERROR."""
+    status = handler.get_status()
+    if status < 400:
+        if not access_log.isEnabledFor(logging.DEBUG):
+            return
+        level = logging.DEBUG
+    else:
+        level = logging.INFO if status < 500 else logging.ERROR
+    req = handler.request
+    access_log.log(level, "%d %s %s (%s) %.2fms", status, req.method, req.path, req.remote_ip,
+                   1000.0 * req.request_time())
 
 
 class _NotFound(HealthHandler):

@@ -69,6 +69,7 @@ class Controller:
         code_store: CodeStore,
         *,
         poll_interval: float = 1.0,
+        min_tick_interval: float = 0.01,
     ) -> None:
         self.store = store
         self.executor = executor
@@ -76,6 +77,7 @@ class Controller:
         self.policy = policy
         self.code_store = code_store
         self.poll_interval = poll_interval
+        self.min_tick_interval = min_tick_interval
         self.cluster = ClusterState(executor.nodes())
         self.pending: dict[int, Request] = {}
         self.live: dict[int, Live] = {}
@@ -106,6 +108,13 @@ class Controller:
     def wake(self) -> None:
         self._wake.set()
 
+    def _enqueue(self, req: Request) -> None:
+        """Add to the pending queue, keeping it in id (submission) order without sorting per pass."""
+        last = next(reversed(self.pending), None) if self.pending else None
+        self.pending[req.task_id] = req
+        if last is not None and req.task_id < last:
+            self.pending = dict(sorted(self.pending.items()))
+
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._bg.add(task)
@@ -117,12 +126,12 @@ class Controller:
             plan = rec.plan or {}
             limit = int(plan.get("resources", {}).get("time_limit", 3600))
             if rec.status == S.PENDING:
-                self.pending[rec.id] = request_for(rec.id, rec.owner, ExecutionPlan.model_validate(plan))
+                self._enqueue(request_for(rec.id, rec.owner, ExecutionPlan.model_validate(plan)))
                 continue
             if rec.status == S.STARTING and not rec.executor_state:
                 self.store.transition(rec.id, S.PENDING, expected=S.STARTING, placement=None,
                                       reason="requeued: the service restarted before the task was launched")
-                self.pending[rec.id] = request_for(rec.id, rec.owner, ExecutionPlan.model_validate(plan))
+                self._enqueue(request_for(rec.id, rec.owner, ExecutionPlan.model_validate(plan)))
                 continue
             placement = Placement.model_validate(rec.placement) if rec.placement else None
             if placement is not None:
@@ -157,7 +166,7 @@ class Controller:
             owner=owner, name=spec.name, digest=plan.task_digest, spec=spec.model_dump(mode="json", by_alias=True),
             plan=plan.model_dump(mode="json"), submitted_at=time.time(),
         ))
-        self.pending[rec.id] = request_for(rec.id, owner, plan)
+        self._enqueue(request_for(rec.id, owner, plan))
         self.wake()
         return rec
 
@@ -191,14 +200,19 @@ class Controller:
     # --- the loop ---------------------------------------------------------------------
 
     async def _loop(self) -> None:
+        loop = asyncio.get_running_loop()
         while True:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.poll_interval)
             self._wake.clear()
+            began = loop.time()
             try:
                 await self.tick()
             except Exception:
                 log.exception("controller tick failed; retrying on the next one")
+            # Wake-ups arriving meanwhile are served by one tick after the pause: under a burst of
+            # submissions the loop makes at most 1/min_tick_interval passes a second.
+            await asyncio.sleep(max(0.0, self.min_tick_interval - (loop.time() - began)))
 
     async def tick(self) -> None:
         await self.observe()
@@ -271,7 +285,7 @@ class Controller:
         for lv in self.live.values():
             running[lv.owner] = running.get(lv.owner, 0) + 1
         decisions, waiting = self.policy.decide(
-            (self.pending[t] for t in sorted(self.pending)), self.cluster, running
+            iter(self.pending.values()), self.cluster, running
         )
         for w in waiting:
             self.reasons[w.task_id] = w.reason
