@@ -37,6 +37,8 @@ def clean_env(**extra: str) -> dict[str, str]:
     """The environment for service and CLI subprocesses: no inherited TACC_* settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TACC_") and k != "JUPYTERHUB_API_TOKEN"}
     env["TACC_CONFIG"] = "/nonexistent"
+    # As on a user's machine, let Python cache bytecode (some sandboxes set this to 1 for everything).
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     env.update(extra)
     return env
 

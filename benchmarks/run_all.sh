@@ -2,9 +2,10 @@
 # Run every benchmark in turn; each starts its own service on 127.0.0.1 in a temp dir and
 # prints its figures, its baseline and "target met" / "TARGET MISSED".
 # Exit status: non-zero only if a benchmark crashed (a missed target is not a failure).
-# PYTHON: the interpreter with tacc_hub installed (default: python3 on PATH).
+# PYTHON: the interpreter with tacc_hub installed (default: ../.venv/bin/python, else python3 on PATH).
 set -u
 cd "$(dirname "$0")"
+if [ -z "${PYTHON:-}" ] && [ -x ../.venv/bin/python ]; then PYTHON=../.venv/bin/python; fi  # scripts/bootstrap.sh
 PYTHON="${PYTHON:-$(command -v python3)}"
 crashed=()
 for bench in bench_submit_to_running.py bench_submit_throughput.py bench_log_latency.py bench_tcloud_ps.py; do

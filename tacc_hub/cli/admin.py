@@ -14,6 +14,7 @@ import sys
 
 import click
 
+from tacc_hub import __version__
 from tacc_hub.service.app import TaccHub
 
 
@@ -44,7 +45,7 @@ def common(fn: click.decorators.FC) -> click.decorators.FC:
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="tacc_hub")
+@click.version_option(version=__version__, prog_name="tacc-hub")
 def cli() -> None:
     """The tacc_hub service and its admin commands."""
 

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
+from tacc_hub import __version__
+
 if TYPE_CHECKING:
     from tacc_hub.client import TaccClient
 
@@ -91,7 +93,7 @@ def _snapshot(spec: Any, base: Path) -> tuple[Any, bytes | None]:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--url", envvar="TACC_URL", help="Service URL (default: TACC_URL, config file, http://127.0.0.1:8765).")
 @click.option("--token", envvar="TACC_TOKEN", help="API token (default: TACC_TOKEN, JUPYTERHUB_API_TOKEN, config).")
-@click.version_option(package_name="tacc_hub")
+@click.version_option(version=__version__, prog_name="tcloud")
 @click.pass_context
 def cli(ctx: click.Context, url: str | None, token: str | None) -> None:
     """Submit, follow and manage tasks on a tacc_hub GPU cluster."""
@@ -232,28 +234,48 @@ STATUS_STYLE = {"pending": "yellow", "starting": "cyan", "running": "green", "ca
 @click.option("-a", "--all", "all_users", is_flag=True, help="Every user's tasks (admins).")
 @click.option("-n", "--limit", default=50, show_default=True, help="How many tasks to show.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--rich/--plain", "fancy", default=None,
+              help="A coloured table (default on a terminal) or plain aligned columns (default in a pipe).")
 @click.pass_obj
-def ps(obj: Ctx, states: tuple[str, ...], all_users: bool, limit: int, as_json: bool) -> None:
+def ps(obj: Ctx, states: tuple[str, ...], all_users: bool, limit: int, as_json: bool, fancy: bool | None) -> None:
     """List tasks, newest first."""
     out = _call(obj.client.list, states=list(states) or None, limit=limit, all_users=all_users)
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
-    from rich.table import Table
-
-    table = Table(box=None, header_style="bold")
-    for col in ("ID", "NAME", "STATUS", *(["OWNER"] if all_users else []), "GPUS", "SUBMITTED", "TIME", "REASON"):
-        table.add_column(col, no_wrap=col != "REASON")
+    cols = ["ID", "NAME", "STATUS", *(["OWNER"] if all_users else []), "GPUS", "SUBMITTED", "TIME", "REASON"]
+    rows = []
     for t in out["tasks"]:
         gpus = sum(len(n.get("gpus", [])) for n in (t.get("placement") or {}).get("nodes", []))
-        st = t["status"]
-        table.add_row(str(t["id"]), t["name"], f"[{STATUS_STYLE.get(st, '')}]{st}[/]",
-                      *([t["owner"]] if all_users else []), str(gpus) if t.get("placement") else "-",
-                      _ago(t["submitted_at"]), _dur(t["started_at"], t["finished_at"]), t.get("reason") or "")
+        rows.append([str(t["id"]), t["name"], t["status"], *([t["owner"]] if all_users else []),
+                     str(gpus) if t.get("placement") else "-", _ago(t["submitted_at"]),
+                     _dur(t["started_at"], t["finished_at"]), t.get("reason") or ""])
+    more = f"{len(out['tasks'])} of {out['total']} shown (use -n)" if out["total"] > len(out["tasks"]) else ""
+    if fancy is None:
+        fancy = sys.stdout.isatty()
+    if not fancy:
+        # Plain columns for scripts (awk, grep): no colour, no wrapping, and no rich import.
+        widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(cols)]
+        for r in [cols, *rows]:
+            line = "  ".join(v.ljust(w) for v, w in zip(r[:-1], widths[:-1], strict=True)) + "  " + r[-1]
+            click.echo(line.rstrip())
+        if more:
+            click.echo(more, err=True)
+        return
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=None, header_style="bold")
+    for col in cols:
+        table.add_column(col, no_wrap=col != "REASON")
+    status_col = cols.index("STATUS")
+    for r in rows:
+        cells = [Text(v, style=STATUS_STYLE.get(v, "")) if i == status_col else Text(v) for i, v in enumerate(r)]
+        table.add_row(*cells)
     con = _console()
     con.print(table)
-    if out["total"] > len(out["tasks"]):
-        con.print(f"[dim]{len(out['tasks'])} of {out['total']} shown (use -n)[/]")
+    if more:
+        con.print(f"[dim]{more}[/]")
 
 
 @cli.command()

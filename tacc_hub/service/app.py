@@ -148,6 +148,7 @@ class TaccHub(Application):
         level = self.log_level  # --log-level / c.Application.log_level (traitlets turns a name into its number)
         logging.basicConfig(level=level if isinstance(level, int | str) else logging.INFO,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        logging.getLogger("alembic").setLevel(logging.WARNING)  # "Context impl SQLiteImpl" on every start
 
     def site_profile(self) -> SiteProfile:
         root = Path(self.state_dir).resolve()
