@@ -159,7 +159,7 @@ def main() -> int:
         req = req[2:]
 
         imports = {}
-        for mod in ("click", "urllib3", "tacc_hub.client", "rich.console", "rich.table", "tacc_hub.cli.tcloud"):
+        for mod in ("click", "http.client", "tacc_hub.client", "rich.console", "rich.table", "tacc_hub.cli.tcloud"):
             imports[mod] = time_cmd([py, "-c", f"import {mod}"], env, 7, warmup=1)
 
     p50 = pct(ps, 50)

@@ -1,22 +1,23 @@
 """The one typed HTTP client of the tacc_hub API (used by tcloud, the magic and tests).
 
-Built on urllib3 (connection pooling, retries of failed connects) and
-sseclient-py (the log stream): both import in a few tens of milliseconds,
-which keeps ``tcloud ps`` fast.
+Built on the standard library's ``http.client`` (one kept-alive connection) and
+sseclient-py for the log stream. A third-party HTTP stack was measured to add
+more than 100 ms of imports to every ``tcloud`` command on our machines; this
+client needs nothing beyond what ``tcloud`` already loads.
 
 Invariants: every non-2xx answer becomes ``ApiClientError`` carrying the
 status, the service's message and its per-field errors; a service that cannot
-be reached becomes ``ApiClientError`` with status 0 and a message naming the URL.
+be reached becomes ``ApiClientError`` with status 0 and a message naming the
+URL; a kept-alive connection that the server closed is reopened once.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlencode
-
-import urllib3
+from urllib.parse import urlencode, urlsplit
 
 
 class ApiClientError(Exception):
@@ -27,17 +28,33 @@ class ApiClientError(Exception):
         super().__init__(f"{status}: {message}" if status else message)
 
 
+class _Response:
+    def __init__(self, status: int, reason: str, data: bytes) -> None:
+        self.status, self.reason, self.data = status, reason, data
+
+
 class TaccClient:
     def __init__(self, url: str, token: str | None, *, timeout: float = 30.0) -> None:
         self.url = url.rstrip("/")
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ApiClientError(0, f"not an http(s) URL: {url!r}")
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port
+        self._prefix = parts.path.rstrip("/")
         self.headers = {"Authorization": f"token {token}"} if token else {}
         self.timeout = timeout
-        self.http = urllib3.PoolManager(
-            retries=urllib3.Retry(connect=2, read=0, redirect=0, status=0, backoff_factor=0.2), maxsize=4
-        )
+        self._conn: http.client.HTTPConnection | None = None
+
+    def _connect(self, timeout: float | None) -> http.client.HTTPConnection:
+        cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        return cls(self._host, self._port, timeout=timeout)
 
     def close(self) -> None:
-        self.http.clear()
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     def __enter__(self) -> TaccClient:
         return self
@@ -45,31 +62,53 @@ class TaccClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _url(self, path: str, params: dict[str, Any] | None) -> str:
-        return self.url + path + (("?" + urlencode(params)) if params else "")
+    def _target(self, path: str, params: dict[str, Any] | None) -> str:
+        return self._prefix + path + (("?" + urlencode(params)) if params else "")
 
-    def _request(self, method: str, path: str, *, params: dict[str, Any] | None = None, body: bytes | None = None,
-                 content_type: str | None = None, stream: bool = False, timeout: Any = None) -> Any:
+    def _send(self, conn: http.client.HTTPConnection, method: str, target: str, body: bytes | None,
+              content_type: str | None) -> http.client.HTTPResponse:
         headers = dict(self.headers)
         if content_type:
             headers["Content-Type"] = content_type
-        try:
-            resp = self.http.request(method, self._url(path, params), body=body, headers=headers,
-                                     preload_content=not stream, timeout=timeout or self.timeout)
-        except urllib3.exceptions.HTTPError as exc:
-            raise ApiClientError(0, f"cannot reach the tacc_hub service at {self.url}: {exc}") from None
-        if resp.status >= 400:
-            data = resp.data if not stream else resp.read()
+        conn.request(method, target, body=body, headers=headers)
+        return conn.getresponse()
+
+    def _request(self, method: str, path: str, *, params: dict[str, Any] | None = None, body: bytes | None = None,
+                 content_type: str | None = None) -> _Response:
+        target = self._target(path, params)
+        for attempt in (0, 1):
+            fresh = self._conn is None
+            if self._conn is None:
+                self._conn = self._connect(self.timeout)
             try:
-                doc = json.loads(data)
-                raise ApiClientError(resp.status, doc.get("message", resp.reason or ""), doc.get("errors"))
-            except (ValueError, AttributeError):
-                raise ApiClientError(resp.status, data[:500].decode(errors="replace") or str(resp.reason)) from None
-        return resp
+                resp = self._send(self._conn, method, target, body, content_type)
+                data = resp.read()
+                break
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
+                self.close()
+                if fresh or attempt:  # only a reused keep-alive connection earns a second try
+                    raise ApiClientError(0, f"cannot reach the tacc_hub service at {self.url}: {exc}") from None
+            except OSError as exc:
+                self.close()
+                raise ApiClientError(0, f"cannot reach the tacc_hub service at {self.url}: {exc}") from None
+        if resp.will_close:
+            self.close()
+        out = _Response(resp.status, resp.reason, data)
+        if out.status >= 400:
+            self._raise(out)
+        return out
+
+    @staticmethod
+    def _raise(resp: _Response) -> None:
+        try:
+            doc = json.loads(resp.data)
+            message, errors = doc.get("message", resp.reason or ""), doc.get("errors")
+        except (ValueError, AttributeError):
+            message, errors = resp.data[:500].decode(errors="replace") or str(resp.reason), None
+        raise ApiClientError(resp.status, message, errors)
 
     def _json(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
-        resp = self._request(method, path, **kw)
-        return dict(json.loads(resp.data))
+        return dict(json.loads(self._request(method, path, **kw).data))
 
     # tasks
     def submit(self, spec: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
@@ -101,9 +140,12 @@ class TaccClient:
         import sseclient
 
         while True:
-            resp = self._request("GET", f"/api/tasks/{int(task_id)}/logs/stream", params={"offset": offset},
-                                 stream=True, timeout=urllib3.Timeout(connect=self.timeout, read=None))
+            conn = self._connect(None)  # its own connection, no read timeout: the stream is long-lived
             try:
+                resp = self._send(conn, "GET", self._target(f"/api/tasks/{int(task_id)}/logs/stream",
+                                                            {"offset": offset}), None, None)
+                if resp.status >= 400:
+                    self._raise(_Response(resp.status, resp.reason, resp.read()))
                 for ev in sseclient.SSEClient(resp).events():
                     data = json.loads(ev.data)
                     if ev.event == "log" and ev.id:
@@ -111,13 +153,15 @@ class TaccClient:
                     yield ev.event, data
                     if ev.event == "end":
                         return
-            except (urllib3.exceptions.HTTPError, ConnectionError):
-                continue  # reconnect and resume from the last offset
+            except ConnectionRefusedError as exc:
+                raise ApiClientError(0, f"cannot reach the tacc_hub service at {self.url}: {exc}") from None
+            except (http.client.HTTPException, ConnectionError):
+                continue  # the stream broke: reconnect and resume from the last offset
             finally:
-                resp.release_conn()
+                conn.close()
 
     def outputs(self, task_id: int) -> bytes:
-        return bytes(self._request("GET", f"/api/tasks/{int(task_id)}/outputs").data)
+        return self._request("GET", f"/api/tasks/{int(task_id)}/outputs").data
 
     # code
     def has_code(self, digest: str) -> bool:
