@@ -85,6 +85,7 @@ class Controller:
         self.batcher = InsertBatcher(store)
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
+        self._stopping = False
         self._bg: set[asyncio.Task[Any]] = set()
         executor.set_waker(self.wake)
 
@@ -96,10 +97,16 @@ class Controller:
         self._loop_task = asyncio.get_running_loop().create_task(self._loop())
 
     async def stop(self) -> None:
+        self._stopping = True
+        self.wake()
         if self._loop_task:
-            self._loop_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._loop_task
+            try:
+                await asyncio.wait([self._loop_task], timeout=5.0)
+            finally:
+                if not self._loop_task.done():  # a tick stuck in the executor: do not wait for it
+                    self._loop_task.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await self._loop_task
         for t in list(self._bg):
             t.cancel()
         await self.batcher.stop()
@@ -146,6 +153,10 @@ class Controller:
             log.info("recovered task %s (%s)", rec.id, status)
         await self.observe()
         for task_id, live in list(self.live.items()):
+            if live.status == S.RUNNING and live.cancel_requested:
+                # cancelled while it was starting, and the service stopped before it could act
+                if self.store.transition(task_id, S.CANCELLING, expected=S.RUNNING) is not None:
+                    live.status = S.CANCELLING
             if live.status == S.CANCELLING:
                 self._spawn(self._kill(task_id, S.CANCELLED, "cancelled"))
 
@@ -201,9 +212,14 @@ class Controller:
 
     async def _loop(self) -> None:
         loop = asyncio.get_running_loop()
-        while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.poll_interval)
+        while not self._stopping:
+            # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancellation that
+            # arrives as the event is set, and the loop would then never stop.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.poll_interval):
+                    await self._wake.wait()
+            if self._stopping:
+                return
             self._wake.clear()
             began = loop.time()
             try:

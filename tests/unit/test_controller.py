@@ -217,3 +217,23 @@ async def test_time_limit_fails_the_task(env):
         assert ex.cancelled == [rec.id]
     finally:
         await ctl.stop()
+
+
+async def test_cancel_requested_before_a_crash_is_carried_out_at_recovery(env):
+    store = env[0]
+    ex = FakeExecutor()
+    ctl = make(env, ex)
+    await ctl.start()
+    rec = await ctl.submit("alice", spec(env))
+    await until(lambda: store.get(rec.id).status == S.RUNNING)
+    await ctl.stop()
+    store.update(rec.id, expected=S.RUNNING, cancel_requested=True)  # asked while it was starting
+    ex2 = FakeExecutor()
+    ex2.results[rec.id] = Observation("running")
+    ctl2 = make(env, ex2)
+    await ctl2.start()
+    try:
+        await until(lambda: store.get(rec.id).status == S.CANCELLED)
+        assert ex2.cancelled == [rec.id]
+    finally:
+        await ctl2.stop()
