@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import io
+import asyncio
 import tarfile
+import tempfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from tacc_hub.schema import SpecError, load_yaml, spec_from_data, spec_from_tuxiv
 from tacc_hub.store import TaskRecord, TaskStatus
@@ -134,21 +135,28 @@ class OutputsHandler(ApiHandler):
     openapi = {"get": {"summary": "Download the task's outputs and its log as a tar.gz archive.",
                        "response": "application/gzip"}}
 
-    def get(self, task_id: str) -> None:
+    async def get(self, task_id: str) -> None:
         rec = self.visible_task(task_id)
         ex = self.ctx.controller.executor
         work = ex.work_dir(rec.id)
         outputs: list[str] = list((rec.spec or {}).get("outputs", []))
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-            logp = ex.log_path(rec.id)
-            if logp.exists():
-                tar.add(logp, arcname="output.log")
-            for rel in outputs:
-                path = _confined(work, rel)
-                if path is None:
-                    continue
+        # Outputs can be large: build the archive in a temporary file (in a thread), stream it out.
+        with tempfile.TemporaryFile() as fh:
+            await asyncio.to_thread(_archive, fh, ex.log_path(rec.id), work, outputs)
+            fh.seek(0)
+            self.set_header("Content-Type", "application/gzip")
+            self.set_header("Content-Disposition", f'attachment; filename="task-{rec.id}-outputs.tar.gz"')
+            while chunk := fh.read(1024 * 1024):
+                self.write(chunk)
+                await self.flush()
+        self.finish()
+
+
+def _archive(fh: IO[bytes], log_path: Path, work: Path, outputs: list[str]) -> None:
+    with tarfile.open(fileobj=fh, mode="w:gz") as tar:
+        if log_path.exists():
+            tar.add(log_path, arcname="output.log")
+        for rel in outputs:
+            path = _confined(work, rel)
+            if path is not None:  # links are left out: they could point anywhere
                 tar.add(path, arcname=f"outputs/{rel}", filter=lambda ti: None if ti.issym() or ti.islnk() else ti)
-        self.set_header("Content-Type", "application/gzip")
-        self.set_header("Content-Disposition", f'attachment; filename="task-{rec.id}-outputs.tar.gz"')
-        self.finish(buf.getvalue())
