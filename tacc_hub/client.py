@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import http.client
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlencode, urlsplit
+
+RESTART_WAIT_S = 60.0  # how long a log stream waits for a restarting service
 
 
 class ApiClientError(Exception):
@@ -139,6 +142,7 @@ class TaccClient:
         """Yield ("log", {"offset", "data"}) events, then ("end", {"status"}); resumes after a dropped connection."""
         import sseclient
 
+        down_since: float | None = None  # when a stream that worked lost its service
         while True:
             conn = self._connect(None)  # its own connection, no read timeout: the stream is long-lived
             try:
@@ -146,6 +150,7 @@ class TaccClient:
                                                             {"offset": offset}), None, None)
                 if resp.status >= 400:
                     self._raise(_Response(resp.status, resp.reason, resp.read()))
+                down_since = None
                 for ev in sseclient.SSEClient(resp).events():
                     data = json.loads(ev.data)
                     if ev.event == "log" and ev.id:
@@ -153,9 +158,17 @@ class TaccClient:
                     yield ev.event, data
                     if ev.event == "end":
                         return
+                down_since = down_since or time.monotonic()  # closed without "end": reconnect, resume
             except ConnectionRefusedError as exc:
-                raise ApiClientError(0, f"cannot reach the tacc_hub service at {self.url}: {exc}") from None
+                # Refused on the first connect: the service is not there. Refused after a stream
+                # broke: it is restarting; keep trying for RESTART_WAIT_S, then give up.
+                now = time.monotonic()
+                if down_since is None or now - down_since > RESTART_WAIT_S:
+                    raise ApiClientError(0, f"cannot reach the tacc_hub service at {self.url}: {exc}") from None
+                time.sleep(0.5)
             except (http.client.HTTPException, ConnectionError):
+                if down_since is None:
+                    down_since = time.monotonic()
                 continue  # the stream broke: reconnect and resume from the last offset
             finally:
                 conn.close()

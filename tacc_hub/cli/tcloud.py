@@ -306,13 +306,18 @@ def show(obj: Ctx, task_id: int, as_json: bool) -> None:
 
 
 def _follow(client: TaccClient, task_id: int, offset: int = 0) -> int:
+    from tacc_hub.client import ApiClientError
+
     status = "unknown"
-    for event, data in _call(client.stream_logs, task_id, offset):
-        if event == "log":
-            sys.stdout.write(data["data"])
-            sys.stdout.flush()
-        elif event == "end":
-            status = data["status"]
+    try:
+        for event, data in client.stream_logs(task_id, offset):
+            if event == "log":
+                sys.stdout.write(data["data"])
+                sys.stdout.flush()
+            elif event == "end":
+                status = data["status"]
+    except ApiClientError as exc:
+        _die(exc.message if exc.status == 0 else f"{exc.message} (HTTP {exc.status})", exc.errors)
     click.echo(f"task {task_id} {status}", err=True)
     return 0 if status == "succeeded" else 1
 

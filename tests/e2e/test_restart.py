@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
 
-from .conftest import Api, ServiceProcess, task_pid, tcloud, write_task
+from .conftest import BIN, Api, ServiceProcess, task_pid, tcloud, write_task
 
 
 def test_restart_readopts_running_tasks_and_marks_vanished_ones_lost(tmp_path):
@@ -66,6 +67,33 @@ def test_graceful_stop_leaves_tasks_running_and_finished_while_down_is_recorded(
         try:
             t = api.wait_status(tid, {"failed"}, timeout=20)
             assert t["exit_code"] == 3
+        finally:
+            svc2.stop()
+    finally:
+        svc.stop()
+
+
+def test_log_follow_survives_a_service_restart(tmp_path):
+    svc = ServiceProcess(tmp_path / "state").start()
+    try:
+        d = write_task(tmp_path / "t", "name: slow-printer\ncode: .\nentrypoint:\n"
+                       "  - echo first\n  - sleep 4\n  - echo second\n")
+        res = tcloud(svc, "alice", "submit", str(d), "--json")
+        tid = json.loads(res.stdout)["id"]
+        env = {**os.environ, "TACC_URL": svc.url, "TACC_TOKEN": svc.token("alice"), "TACC_CONFIG": "/nonexistent"}
+        follower = subprocess.Popen([str(BIN / "tcloud"), "logs", "-f", str(tid)], env=env,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        Api(svc.url, svc.token("alice")).wait_status(tid, {"running"})
+        time.sleep(1)
+        svc.stop()  # the follower's stream breaks here
+        time.sleep(1)
+        svc2 = ServiceProcess(svc.state_dir, port=svc.port)
+        svc2.tokens = svc.tokens
+        svc2.start()
+        try:
+            out, err = follower.communicate(timeout=60)
+            assert follower.returncode == 0, err
+            assert out.split() == ["first", "second"]
         finally:
             svc2.stop()
     finally:
