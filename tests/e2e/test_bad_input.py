@@ -106,6 +106,8 @@ def test_hostile_strings_are_passed_literally_and_nothing_executes(service, api,
                                 "import json, os, sys; print(json.dumps({'argv': sys.argv[1:], "
                                 "'env': os.environ['HOSTILE']}))", *values]},
         "environment": {"variables": {"HOSTILE": values[0] + values[3]}},
+        "workdir": f"sub dir/$(touch {marker}/PWNED7)",
+        "log_file": f"logs/`touch {marker}/PWNED8`.log",
         "outputs": ["out dir/$(touch x)"],
     }
     status, t = api.call("POST", "/api/tasks", spec)
@@ -117,6 +119,9 @@ def test_hostile_strings_are_passed_literally_and_nothing_executes(service, api,
     assert printed["argv"] == values
     assert printed["env"] == values[0] + values[3]
     assert list(marker.iterdir()) == []
+    work = service.state_dir / "tasks" / str(t["id"]) / "work"
+    assert (work / spec["workdir"]).is_dir()  # the directory has the literal name
+    assert "argv" in (work / spec["log_file"]).read_text()  # the log copy too
 
 
 def test_hostile_shell_lines_only_run_as_the_users_own_script(api, code, tmp_path):
