@@ -31,8 +31,9 @@ def free_port() -> int:
 
 
 class ServiceProcess:
-    def __init__(self, state_dir: Path, *extra: str, port: int | None = None) -> None:
+    def __init__(self, state_dir: Path, *extra: str, port: int | None = None, db_url: str | None = None) -> None:
         self.state_dir = state_dir
+        self.db = [f"--db-url={db_url}"] if db_url else []
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.extra = extra
@@ -44,7 +45,7 @@ class ServiceProcess:
         log = (self.state_dir / "service.log").open("ab")
         self.proc = subprocess.Popen(
             [str(BIN / "tacc-hub"), "serve", f"--port={self.port}", f"--state-dir={self.state_dir}",
-             "--TaccHub.poll_interval=0.5", *self.extra],
+             "--TaccHub.poll_interval=0.5", *self.db, *self.extra],
             stdout=log, stderr=subprocess.STDOUT, cwd=self.state_dir, env={**os.environ, "TACC_DB_URL": ""},
         )
         http = urllib3.PoolManager()
@@ -63,7 +64,7 @@ class ServiceProcess:
         if user not in self.tokens:
             out = subprocess.run(
                 [str(BIN / "tacc-hub"), "token", user, *(["--admin"] if admin else []),
-                 f"--state-dir={self.state_dir}"],
+                 f"--state-dir={self.state_dir}", *self.db],
                 check=True, capture_output=True, text=True, cwd=self.state_dir, env={**os.environ, "TACC_DB_URL": ""},
             )
             self.tokens[user] = out.stdout.strip()
