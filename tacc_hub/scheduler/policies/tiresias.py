@@ -1,0 +1,73 @@
+"""Tiresias, discretized 2D-LAS (Gu et al., NSDI 2019): least attained GPU-service first, preemptive.
+
+A task's service is GPU-seconds received so far (GPUs x run time, over all its
+runs). Thresholds split it into priority queues: queue 0 below the first
+threshold, and so on; lower queue wins, FIFO (submit time) inside a queue. A
+waiting task of a better queue preempts running tasks of worse queues
+(``admission``). Defaults follow the paper's evaluation: two queues, one
+threshold of one GPU-hour (3,600 GPU-seconds). Optional starvation guard
+(``promote_knob``): a task that has waited longer than ``knob`` x its run time
+so far moves back to queue 0 (off by default).
+
+Invariant: the policy asks to be woken (``Wake``) when a running task, with
+tasks waiting, crosses a threshold, so demotion happens on time, not at the
+next arrival.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Sequence
+from typing import ClassVar
+
+from ..policy import Action, Preempt, Start, TaskView, View, Wake
+from .admission import admit
+
+
+class Tiresias:
+    name: ClassVar[str] = "tiresias"
+    preemptive: ClassVar[bool] = True
+    oracle: ClassVar[bool] = False
+
+    def __init__(self, thresholds: Sequence[float] = (3600.0,), promote_knob: float | None = None) -> None:
+        self.thresholds = sorted(thresholds)
+        self.promote_knob = promote_knob
+
+    def queue(self, task: TaskView, now: float) -> int:
+        if self.promote_knob is not None and task.start is None and task.done > 0:
+            if now - task.queued > self.promote_knob * task.done:
+                return 0
+        return bisect_right(self.thresholds, task.attained_at(now))
+
+    def schedule(self, view: View) -> list[Action]:
+        now = view.now
+
+        def key(t: TaskView) -> tuple[int, float, int]:
+            return (self.queue(t, now), t.submit, t.id)
+
+        out = admit(view, key)
+        if view.waiting:
+            wake = self._next_demotion(view, out)
+            if wake is not None:
+                out.append(Wake(wake))
+        return out
+
+    def _next_demotion(self, view: View, actions: list[Action]) -> float | None:
+        """When the next task running after ``actions`` crosses a threshold (None: none will)."""
+        now = view.now
+        preempted = {a.task_id for a in actions if isinstance(a, Preempt)}
+        runs = [(t.start, t.attained, t.gpus) for t in view.running.values()
+                if t.id not in preempted and t.preemptible and t.start is not None]
+        runs += [(now, t.attained, t.gpus) for a in actions if isinstance(a, Start)
+                 for t in (view.waiting[a.task_id],) if t.preemptible]
+        best: float | None = None
+        for start, attained, gpus in runs:
+            if gpus == 0 or start is None:
+                continue
+            q = bisect_right(self.thresholds, attained + gpus * (now - start))
+            if q >= len(self.thresholds):
+                continue
+            at = start + (self.thresholds[q] - attained) / gpus
+            if at > now and (best is None or at < best):
+                best = at
+        return best
