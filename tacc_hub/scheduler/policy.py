@@ -27,7 +27,7 @@ Invariants (the caller checks them and refuses a list of actions that breaks one
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 from .cluster import Placement
@@ -55,10 +55,10 @@ class TaskView:
     start: float | None = None  # running only: when the current run began
     placement: Placement | None = None  # running only
     rate: float = 1.0  # running only: work per second on this placement (1 / slowdown)
+    gpus: int = field(init=False)  # nodes x gpus_per_node
 
-    @property
-    def gpus(self) -> int:
-        return self.nodes * self.gpus_per_node
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "gpus", self.nodes * self.gpus_per_node)
 
     def attained_at(self, now: float) -> float:
         """GPU-seconds of service by ``now`` (the current run included)."""

@@ -102,15 +102,19 @@ class FreeMap:
         return self._fit_rigid(nodes, gpus_per_node)
 
     def _slots(self, counts: list[tuple[str, int]], spread: bool) -> Fit:
-        return Fit(Placement(nodes=[NodeSlots(node=n, gpus=self.free[n][:k]) for n, k in counts]), spread)
+        # built from the map's own free lists: valid by construction, so pydantic validation is skipped
+        slots = [NodeSlots.model_construct(node=n, gpus=self.free[n][:k]) for n, k in counts]
+        return Fit(Placement.model_construct(nodes=slots), spread)
 
     def _best_single(self, need: int) -> str | None:
+        """The node with the fewest free GPUs that still holds ``need`` (ties: first by name)."""
         best: str | None = None
         best_free = 1 << 30
         for name, free in self.free.items():
             k = len(free)
-            if need <= k < best_free or (k == best_free and best is not None and name < best):
-                best, best_free = name, k
+            if k < need or k > best_free or (k == best_free and best is not None and name > best):
+                continue
+            best, best_free = name, k
         return best
 
     def _fit_rigid(self, nodes: int, per_node: int) -> Fit | None:

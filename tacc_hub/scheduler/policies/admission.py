@@ -24,7 +24,17 @@ from ..topology import FreeMap
 def admit(view: View, key: Callable[[TaskView], Any]) -> list[Action]:
     if not view.waiting:
         return []
-    tasks = sorted([*view.waiting.values(), *view.running.values()], key=key)
+    keys = {t.id: key(t) for t in view.waiting.values()}
+    best_waiting = min(keys.values())
+    free_now = sum(len(n.free) for n in view.nodes)
+    worst_victim = None
+    for t in view.running.values():
+        k = keys[t.id] = key(t)
+        if t.preemptible and (worst_victim is None or k > worst_victim):
+            worst_victim = k
+    if free_now == 0 and (worst_victim is None or worst_victim <= best_waiting):
+        return []  # nothing free, nobody to preempt for the best waiting task: the common case, kept cheap
+    tasks = sorted([*view.waiting.values(), *view.running.values()], key=lambda t: keys[t.id])
     rank = {t.id: i for i, t in enumerate(tasks)}
     victims = [t for t in reversed(tasks) if t.id in view.running and t.preemptible]  # lowest priority first
     victim_gpus = sum(v.gpus for v in victims)

@@ -26,6 +26,7 @@ future work).
 
 from __future__ import annotations
 
+import bisect
 import math
 from typing import ClassVar
 
@@ -47,6 +48,8 @@ class SlurmMultifactor:
         self.usage: dict[str, float] = {}
         self.fairshare: dict[str, float] = {}
         self.last_calc: float | None = None
+        self._order: list[tuple[float, float, int, int, float]] = []  # (-priority, submit, id, gpus, predicted)
+        self._known: set[int] = set()  # ids in _order
 
     def _recalc(self, view: View) -> None:
         now = view.now
@@ -65,6 +68,8 @@ class SlurmMultifactor:
         share = 1.0 / max(1, len(self.usage))
         self.fairshare = {g: 2.0 ** (-(u / total) / share) if total > 0 else 1.0 for g, u in self.usage.items()}
         self.last_calc = now
+        self._order.clear()
+        self._known.clear()
 
     def priority(self, task: TaskView, now: float, cluster_gpus: int) -> float:
         age = min(1.0, max(0.0, now - task.submit) / self.max_age)
@@ -78,36 +83,59 @@ class SlurmMultifactor:
         self._recalc(view)
         now = view.now
         cluster_gpus = sum(n.gpus for n in view.nodes)
-        order = sorted(view.waiting.values(), key=lambda t: (-self.priority(t, now, cluster_gpus), t.submit, t.id))
+        waiting = view.waiting
+        order, known = self._order, self._known
+        for t in waiting.values():  # priorities are frozen between recalculations, as in Slurm
+            if t.id not in known:
+                known.add(t.id)
+                bisect.insort(order, (-self.priority(t, now, cluster_gpus), t.submit, t.id, t.gpus, t.predicted))
+        if len(order) > 2 * len(waiting) + 100:
+            order[:] = [k for k in order if k[2] in waiting]
+            known.intersection_update(waiting)
         free = FreeMap(view.nodes)
         out: list[Action] = []
-        shadow, extra = math.inf, 0
         started: list[tuple[float, int]] = []  # (predicted end, gpus) of tasks started in this pass
-        head: TaskView | None = None
-        for tested, task in enumerate(order):
-            if head is not None and (tested > self.max_job_test or free.total == 0):
-                break
-            if task.gpus > free.total:
-                fit = None
-            else:
-                fit = free.fit(task.nodes, task.gpus_per_node, task.flexible)
-            if head is None:
-                if fit is None:
-                    head = task
-                    shadow, extra = self._reserve(view, task, free.total, started)
-                    continue
-            elif fit is None:
+        pos = 0
+        for pos, (_, _, tid, _, _) in enumerate(order):
+            task = waiting.get(tid)
+            if task is None:
                 continue
-            else:
-                ends_in_time = now + task.predicted <= shadow
-                if not ends_in_time and task.gpus > extra:
-                    continue
-                if not ends_in_time:
-                    extra -= task.gpus
+            fit = free.fit(task.nodes, task.gpus_per_node, task.flexible) if task.gpus <= free.total else None
+            if fit is None:
+                self._backfill(view, task, order, pos + 1, free, started, out)
+                break
             free.take(fit.placement)
             started.append((now + task.predicted, task.gpus))
             out.append(Start(task.id, fit.placement))
         return out
+
+    def _backfill(self, view: View, head: TaskView, order: list[tuple[float, float, int, int, float]], pos: int,
+                  free: FreeMap, started: list[tuple[float, int]], out: list[Action]) -> None:
+        """EASY: start later tasks that do not delay the head's reserved start (see the module docstring)."""
+        now, waiting = view.now, view.waiting
+        shadow, extra = self._reserve(view, head, free.total, started)
+        window = shadow - now
+        tested = 0
+        for k in range(pos, len(order)):
+            if free.total == 0 or tested >= self.max_job_test:
+                return
+            _, _, tid, gpus, predicted = order[k]
+            if tid not in waiting:
+                continue
+            tested += 1
+            if gpus > free.total:
+                continue
+            in_time = predicted <= window
+            if not in_time and gpus > extra:
+                continue
+            task = waiting[tid]
+            fit = free.fit(task.nodes, task.gpus_per_node, task.flexible)
+            if fit is None:
+                continue
+            if not in_time:
+                extra -= gpus
+            free.take(fit.placement)
+            out.append(Start(tid, fit.placement))
 
     @staticmethod
     def _reserve(view: View, head: TaskView, free_now: int,

@@ -42,8 +42,14 @@ class Tiresias:
     def schedule(self, view: View) -> list[Action]:
         now = view.now
 
+        thresholds, knob = self.thresholds, self.promote_knob
+
         def key(t: TaskView) -> tuple[int, float, int]:
-            return (self.queue(t, now), t.submit, t.id)
+            if t.start is None:
+                if knob is not None and t.done > 0 and now - t.queued > knob * t.done:
+                    return (0, t.submit, t.id)
+                return (bisect_right(thresholds, t.attained), t.submit, t.id)
+            return (bisect_right(thresholds, t.attained + t.gpus * (now - t.start)), t.submit, t.id)
 
         out = admit(view, key)
         if view.waiting:
