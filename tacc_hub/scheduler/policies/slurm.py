@@ -77,6 +77,12 @@ class SlurmMultifactor:
         size = task.gpus / max(1, cluster_gpus)
         return self.w_age * age + self.w_fairshare * fs + self.w_size * size
 
+    def _entry(self, t: TaskView, now: float, size_w: float) -> tuple[float, float, int, int, float]:
+        age = now - t.submit
+        age_f = 1.0 if age >= self.max_age else max(0.0, age) / self.max_age
+        prio = self.w_age * age_f + self.w_fairshare * self.fairshare.get(t.group, 1.0) + size_w * t.gpus
+        return (-prio, t.submit, t.id, t.gpus, t.predicted)
+
     def schedule(self, view: View) -> list[Action]:
         if not view.waiting:
             return []
@@ -85,13 +91,24 @@ class SlurmMultifactor:
         cluster_gpus = sum(n.gpus for n in view.nodes)
         waiting = view.waiting
         order, known = self._order, self._known
-        for t in waiting.values():  # priorities are frozen between recalculations, as in Slurm
-            if t.id not in known:
-                known.add(t.id)
-                bisect.insort(order, (-self.priority(t, now, cluster_gpus), t.submit, t.id, t.gpus, t.predicted))
-        if len(order) > 2 * len(waiting) + 100:
-            order[:] = [k for k in order if k[2] in waiting]
-            known.intersection_update(waiting)
+        size_w = self.w_size / max(1, cluster_gpus)
+        if not order:  # after a recalculation: one sort; priorities are then frozen, as in Slurm
+            w_age, max_age, fs = self.w_age, self.max_age, self.fairshare
+            w_fs = {g: self.w_fairshare * f for g, f in fs.items()}
+            default_fs = self.w_fairshare
+            order.extend(sorted([
+                (-(w_age * (1.0 if now - t.submit >= max_age else max(0.0, now - t.submit) / max_age)
+                   + w_fs.get(t.group, default_fs) + size_w * t.gpus), t.submit, t.id, t.gpus, t.predicted)
+                for t in waiting.values()
+            ]))
+            known.update(waiting)
+        else:
+            for tid in waiting.keys() - known:
+                known.add(tid)
+                bisect.insort(order, self._entry(waiting[tid], now, size_w))
+            if len(order) > 2 * len(waiting) + 100:
+                order[:] = [k for k in order if k[2] in waiting]
+                known.intersection_update(waiting)
         free = FreeMap(view.nodes)
         out: list[Action] = []
         started: list[tuple[float, int]] = []  # (predicted end, gpus) of tasks started in this pass
@@ -142,8 +159,11 @@ class SlurmMultifactor:
                  started: list[tuple[float, int]]) -> tuple[float, int]:
         """The head's reserved start (shadow time) and the GPUs it leaves spare then."""
         now = view.now
-        ends = [(max(now, t.start + (t.predicted - t.done) / max(t.rate, 1e-9)), t.gpus)
-                for t in view.running.values() if t.start is not None]
+        ends = []
+        for t in view.running.values():
+            if t.start is not None:
+                end = t.start + (t.predicted - t.done) / (t.rate if t.rate > 0 else 1e-9)
+                ends.append((end if end > now else now, t.gpus))
         ends += started
         ends.sort()
         avail = free_now
