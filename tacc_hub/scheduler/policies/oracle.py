@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from ..policy import Action, TaskView, View
-from .admission import admit
+from .admission import WaitingOrder, admit
 
 
 class SrptOracle:
@@ -20,11 +20,18 @@ class SrptOracle:
     preemptive: ClassVar[bool] = True
     oracle: ClassVar[bool] = True
 
+    def __init__(self) -> None:
+        # a waiting task's remaining time is constant: keep the queue sorted across passes
+        self._order = WaitingOrder(lambda t: (_total(t) - t.done, t.submit, t.id))
+
     def schedule(self, view: View) -> list[Action]:
         now = view.now
 
         def key(t: TaskView) -> tuple[float, float, int]:
-            total = t.duration if t.duration is not None else t.predicted
-            return (total - t.done_at(now), t.submit, t.id)
+            return (_total(t) - t.done_at(now), t.submit, t.id)
 
-        return admit(view, key)
+        return admit(view, key, self._order)
+
+
+def _total(t: TaskView) -> float:
+    return t.duration if t.duration is not None else t.predicted

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from ..policy import Action, Preempt, Start, TaskView, View, Wake
-from .admission import admit
+from .admission import WaitingOrder, admit
 
 
 class Tiresias:
@@ -32,6 +32,9 @@ class Tiresias:
     def __init__(self, thresholds: Sequence[float] = (3600.0,), promote_knob: float | None = None) -> None:
         self.thresholds = sorted(thresholds)
         self.promote_knob = promote_knob
+        thr = self.thresholds
+        # a waiting task's key is constant (unless promotion is on): keep the queue sorted across passes
+        self._order = WaitingOrder(lambda t: (bisect_right(thr, t.attained), t.submit, t.id))
 
     def queue(self, task: TaskView, now: float) -> int:
         if self.promote_knob is not None and task.start is None and task.done > 0:
@@ -51,7 +54,7 @@ class Tiresias:
                 return (bisect_right(thresholds, t.attained), t.submit, t.id)
             return (bisect_right(thresholds, t.attained + t.gpus * (now - t.start)), t.submit, t.id)
 
-        out = admit(view, key)
+        out = admit(view, key, self._order if knob is None else None)
         if view.waiting:
             wake = self._next_demotion(view, out)
             if wake is not None:
