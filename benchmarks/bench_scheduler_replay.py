@@ -63,7 +63,7 @@ def replay(title, jobs, cluster, names, slowdown, budget):
         notes.append(f"{name}: replayed {len(r.records):,} jobs in {r.wall_s:.1f} s = {r.jobs_per_s:,.0f} jobs/s "
                      f"({speed}: >= {TARGET_JOBS_PER_S:,.0f}); {r.calls:,} policy calls")
         results.append(r)
-        sys.stdout.flush()
+        print(f"  .. {name} done ({r.wall_s:.0f} s)", file=sys.stderr, flush=True)
     print(table(results))
     for n in notes:
         print("  " + n)

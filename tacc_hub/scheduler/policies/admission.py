@@ -3,7 +3,7 @@
 ``admit(view, key)`` walks every task, waiting and running, from the highest
 priority (smallest ``key``) down. A waiting task that fits the free slots
 starts; one that does not fit may preempt preemptible running tasks of
-strictly lower priority, the lowest first, but only as many as make it fit:
+strictly lower priority (or priority level), the lowest first, but only as many as make it fit:
 if even all of them would not make room, nobody is preempted for it.
 
 Invariants: a running task is preempted only for a task of strictly higher
@@ -59,8 +59,15 @@ class WaitingOrder:
                 yield k, t
 
 
-def admit(view: View, key: Callable[[TaskView], Any], order: WaitingOrder | None = None) -> list[Action]:
-    """Actions for one pass (see the module docstring). ``order``: the waiting tasks presorted by ``key``."""
+def admit(view: View, key: Callable[[TaskView], Any], order: WaitingOrder | None = None,
+          level: Callable[[Any], Any] | None = None) -> list[Action]:
+    """Actions for one pass (see the module docstring).
+
+    ``order``: the waiting tasks presorted by ``key``. ``level``: the part of a key that
+    preemption compares (default: all of it); a task preempts only tasks of a strictly
+    worse level (Tiresias: the queue, so tasks of one queue never preempt each other).
+    """
+    lv = level or (lambda k: k)
     waiting = view.waiting
     if order is not None:
         order.sync(waiting)
@@ -75,7 +82,7 @@ def admit(view: View, key: Callable[[TaskView], Any], order: WaitingOrder | None
     victims = [t for _, t in run]  # lowest priority first
     vkeys = [k for k, _ in run]
     free_now = sum(len(n.free) for n in view.nodes)
-    if free_now == 0 and (not vkeys or vkeys[0] <= first[0]):
+    if free_now == 0 and (not vkeys or lv(vkeys[0]) <= lv(first[0])):
         return []  # nothing free, nobody to preempt for the best waiting task: the common case, kept cheap
     victim_gpus = sum(v.gpus for v in victims)
     vi, end = 0, len(victims)  # candidates now: victims[vi:end] (before vi: preempted; from end: outrank)
@@ -83,7 +90,7 @@ def admit(view: View, key: Callable[[TaskView], Any], order: WaitingOrder | None
     failed: set[tuple[int, int, bool]] = set()  # shapes that did not fit the current free map
     out: list[Action] = []
     for k, task in itertools.chain((first,), ranked):
-        while end > vi and vkeys[end - 1] <= k:
+        while end > vi and lv(vkeys[end - 1]) <= lv(k):
             end -= 1
             victim_gpus -= victims[end].gpus
         if free.total == 0 and end <= vi:

@@ -4,7 +4,7 @@ A task's service is GPU-seconds received so far (GPUs x run time, over all its
 runs). Thresholds split it into priority queues: queue 0 below the first
 threshold, and so on; lower queue wins, FIFO (submit time) inside a queue. A
 waiting task of a better queue preempts running tasks of worse queues
-(``admission``). Defaults follow the paper's evaluation: two queues, one
+(``admission``); tasks of one queue never preempt each other. Defaults follow the paper's evaluation: two queues, one
 threshold of one GPU-hour (3,600 GPU-seconds). Optional starvation guard
 (``promote_knob``): a task that has waited longer than ``knob`` x its run time
 so far moves back to queue 0 (off by default).
@@ -54,12 +54,22 @@ class Tiresias:
                 return (bisect_right(thresholds, t.attained), t.submit, t.id)
             return (bisect_right(thresholds, t.attained + t.gpus * (now - t.start)), t.submit, t.id)
 
-        out = admit(view, key, self._order if knob is None else None)
-        if view.waiting:
+        out = admit(view, key, self._order if knob is None else None, level=_queue_of)
+        best = self._best_waiting_queue(view, out)
+        if best is not None and best < len(self.thresholds):  # a demotion could let a waiting task preempt
             wake = self._next_demotion(view, out)
             if wake is not None:
                 out.append(Wake(wake))
         return out
+
+    def _best_waiting_queue(self, view: View, actions: list[Action]) -> int | None:
+        started = {a.task_id for a in actions if isinstance(a, Start)}
+        if self.promote_knob is not None:
+            return 0 if len(started) < len(view.waiting) else None
+        for k, t in self._order(view.waiting):
+            if t.id not in started:
+                return int(k[0])
+        return None
 
     def _next_demotion(self, view: View, actions: list[Action]) -> float | None:
         """When the next task running after ``actions`` crosses a threshold (None: none will)."""
@@ -80,3 +90,7 @@ class Tiresias:
             if at > now and (best is None or at < best):
                 best = at
         return best
+
+
+def _queue_of(key: tuple[int, float, int]) -> int:
+    return key[0]
