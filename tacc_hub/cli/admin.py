@@ -15,6 +15,7 @@ import sys
 import click
 
 from tacc_hub import __version__
+from tacc_hub.cli.simulate import simulate
 from tacc_hub.service.app import TaccHub
 
 
@@ -111,6 +112,9 @@ def render_config_doc() -> str:
         lines.append(trait.help.strip())
         lines.append("")
     return "\n".join(lines)
+
+
+cli.add_command(simulate)
 
 
 def main() -> None:

@@ -2,14 +2,20 @@
 
 Invariants: a GPU slot is held by at most one task; ``allocate`` is
 all-or-nothing (either every node of a placement gets its slots or nothing
-changes); ``release`` of an unknown task is a no-op.
+changes); ``release`` of an unknown task is a no-op. Every node sits under one
+network switch (``Node.switch``; one switch, ``"0"``, unless configured); the
+topology-aware placement helper is ``ClusterState.place`` (see ``topology``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from .topology import Fit, NodeView
 
 
 class NodeSlots(BaseModel):
@@ -38,6 +44,7 @@ class Node:
     partition: str | None = None
     gpu_type: str | None = None
     holders: dict[int, int] = field(default_factory=dict)  # gpu index -> task id
+    switch: str = "0"  # the leaf switch the node hangs off; nodes under one switch talk fastest
 
     @property
     def free(self) -> list[int]:
@@ -85,6 +92,18 @@ class ClusterState:
             for g in slot.gpus:
                 if node.holders.get(g) == task_id:
                     del node.holders[g]
+
+    def view(self) -> tuple[NodeView, ...]:
+        """The nodes as plain data for a ``Policy`` (see ``policy.View``)."""
+        from .topology import NodeView
+
+        return tuple(NodeView(n.name, n.gpus, n.switch, tuple(n.free)) for n in self.nodes.values())
+
+    def place(self, nodes: int, gpus_per_node: int, flexible: bool = False) -> Fit | None:
+        """Where a task of this shape would go now (packed, then one switch, then spread), or None."""
+        from .topology import FreeMap
+
+        return FreeMap(self.view()).fit(nodes, gpus_per_node, flexible)
 
     def summary(self) -> list[dict[str, object]]:
         out: list[dict[str, object]] = []

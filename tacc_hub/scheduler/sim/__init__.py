@@ -1,0 +1,17 @@
+"""Trace-driven simulator: replays a job trace through the same ``Policy`` the service uses.
+
+``trace`` loads the Philly CSV; ``slowdown`` derives spread-placement slowdowns
+from measured step times; ``predict`` makes the duration predictions policies
+see; ``simulator`` runs the events; ``metrics`` summarizes a replay.
+"""
+
+from .metrics import JobRecord, Metrics, percentile, summarize
+from .predict import Predictor
+from .simulator import ClusterSpec, PolicyError, Result, Simulator, Stuck, simulate
+from .slowdown import SlowdownTable, derive
+from .trace import Job, Trace, load_philly
+
+__all__ = [
+    "ClusterSpec", "Job", "JobRecord", "Metrics", "PolicyError", "Predictor", "Result", "Simulator", "SlowdownTable",
+    "Stuck", "Trace", "derive", "load_philly", "percentile", "simulate", "summarize",
+]

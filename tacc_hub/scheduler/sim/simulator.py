@@ -1,0 +1,282 @@
+"""Event-driven replay of a job trace through a ``Policy``.
+
+Events: arrivals (trace order), completions (a heap), and wake-ups a policy
+asked for. At each event time the simulator applies every completion and
+arrival at that time, then calls ``policy.schedule`` once (skipped when
+nothing waits, or when no GPU is free and the policy never preempts: it
+could not act) and applies the actions in order.
+
+Invariants (a policy that breaks one stops the replay with ``PolicyError``):
+no GPU allocated twice; a start places the whole task (gang) on the task's
+shape; only waiting tasks start, only running preemptible ones are preempted.
+Other guarantees:
+- Policies see predictions (``Predictor``: the group's median of completed
+  durations, blended with a default); the true duration only if ``oracle``.
+- A preempted job keeps its submit time and its progress (checkpointed), goes
+  back to the queue, and pays ``restart_overhead`` seconds when it starts again.
+- A placement over more nodes than the job's minimum (or over several
+  switches) runs slower by ``SlowdownTable.factor``; the factor applies to
+  the work remaining when it starts there.
+- Jobs that could never fit the cluster (more GPUs than it has) are left out
+  and counted in ``Result.unschedulable``; the rest all finish, or the replay
+  raises ``Stuck`` (jobs waiting, nothing running, nothing left to happen).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from ..cluster import Placement
+from ..policy import Policy, Preempt, Start, TaskView, View, Wake
+from ..topology import NodeView, min_nodes
+from .metrics import JobRecord, Metrics, summarize
+from .predict import Predictor
+from .slowdown import SlowdownTable
+from .trace import Job
+
+
+class PolicyError(RuntimeError):
+    """A policy broke the contract (see ``policy`` and this module's docstring)."""
+
+
+class Stuck(RuntimeError):
+    """Jobs wait, nothing runs, and no event is left that could change that."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSpec:
+    nodes: int
+    gpus_per_node: int
+    nodes_per_switch: int = 0  # 0: every node under one switch
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def node_views(self) -> list[NodeView]:
+        per = self.nodes_per_switch or self.nodes
+        return [NodeView(f"n{i:04d}", self.gpus_per_node, f"s{i // per:03d}", tuple(range(self.gpus_per_node)))
+                for i in range(self.nodes)]
+
+    def shape(self, gpus: int) -> tuple[int, int] | None:
+        """(nodes, GPUs per node) of the packed shape for ``gpus`` GPUs, None if it cannot fit."""
+        if gpus > self.gpus:
+            return None
+        n = min_nodes(gpus, self.gpus_per_node)
+        while gpus % n:
+            n += 1
+        return (n, gpus // n) if gpus // n <= self.gpus_per_node and n <= self.nodes else None
+
+
+@dataclass(slots=True)
+class _Job:
+    job: Job
+    view: TaskView
+    epoch: int = 0
+    first_start: float = -1.0
+    run_time: float = 0.0
+    overhead: float = 0.0  # of the current run
+    preemptions: int = 0
+
+
+@dataclass
+class Result:
+    policy: str
+    metrics: Metrics
+    records: list[JobRecord]
+    unschedulable: int
+    wall_s: float
+    calls: int
+    preemptions: int
+    spread_starts: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def jobs_per_s(self) -> float:
+        return len(self.records) / self.wall_s if self.wall_s > 0 else math.inf
+
+
+class Simulator:
+    def __init__(self, jobs: Sequence[Job], cluster: ClusterSpec, policy: Policy,
+                 slowdown: SlowdownTable | None = None, predictor: Predictor | None = None,
+                 restart_overhead: float = 30.0) -> None:
+        self.cluster = cluster
+        self.policy = policy
+        self.slowdown = slowdown or SlowdownTable.unit()
+        self.predictor = predictor or Predictor()
+        self.restart_overhead = restart_overhead
+        self.jobs = sorted(jobs, key=lambda j: (j.submit, j.id))
+        self.nodes = cluster.node_views()
+        self.index = {n.name: i for i, n in enumerate(self.nodes)}
+        self.free: list[set[int]] = [set(n.free) for n in self.nodes]
+        self.free_total = cluster.gpus
+        self.waiting: dict[int, TaskView] = {}
+        self.running: dict[int, TaskView] = {}
+        self.state: dict[int, _Job] = {}
+        self.done_heap: list[tuple[float, int, int]] = []  # (finish, job id, epoch)
+        self.wakes: list[float] = []
+        self.records: list[JobRecord] = []
+        self.busy = 0.0  # GPU-seconds held
+        self.calls = 0
+        self.spread_starts = 0
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def run(self) -> Result:
+        t0 = time.perf_counter()
+        fits = [j for j in self.jobs if self.cluster.shape(j.gpus) is not None]
+        unschedulable = len(self.jobs) - len(fits)
+        i, n, now = 0, len(fits), 0.0
+        inf = math.inf
+        while True:
+            while self.wakes and self.wakes[0] <= now:
+                heapq.heappop(self.wakes)
+            t_arr = fits[i].submit if i < n else inf
+            t_done = self.done_heap[0][0] if self.done_heap else inf
+            t_wake = self.wakes[0] if self.wakes and self.waiting else inf
+            now = min(t_arr, t_done, t_wake)
+            if now == inf:
+                if self.waiting:
+                    raise Stuck(f"{len(self.waiting)} job(s) wait with nothing running: {sorted(self.waiting)[:10]}")
+                break
+            while self.done_heap and self.done_heap[0][0] <= now:
+                _, jid, epoch = heapq.heappop(self.done_heap)
+                st = self.state.get(jid)
+                if st is not None and st.epoch == epoch:  # else stale: the run it ended was preempted
+                    self._finish(jid, now)
+            while i < n and fits[i].submit <= now:
+                self._arrive(fits[i], now)
+                i += 1
+            if self.waiting and (self.free_total > 0 or self.policy.preemptive):
+                self.calls += 1
+                actions = self.policy.schedule(View(now, self.waiting, self.running, self.nodes))
+                self._apply(actions, now)
+        wall = time.perf_counter() - t0
+        metrics = summarize(self.records, self.cluster.gpus, self.busy)
+        return Result(self.policy.name, metrics, self.records, unschedulable, wall, self.calls,
+                      metrics.preemptions, self.spread_starts)
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def _arrive(self, job: Job, now: float) -> None:
+        shape = self.cluster.shape(job.gpus)
+        assert shape is not None
+        view = TaskView(
+            id=job.id, owner=job.tenant, group=job.tenant, submit=job.submit, nodes=shape[0],
+            gpus_per_node=shape[1], predicted=self.predictor.predict(job.tenant),
+            duration=job.duration if self.policy.oracle else None, flexible=True, queued=now,
+        )
+        self.state[job.id] = _Job(job, view)
+        self.waiting[job.id] = view
+
+    def _finish(self, jid: int, now: float) -> None:
+        st = self.state.pop(jid)
+        view = self.running.pop(jid)
+        assert view.start is not None and view.placement is not None
+        held = now - view.start
+        self.busy += view.gpus * held
+        self._release(view.placement)
+        self.predictor.observe(st.job.tenant, st.job.duration)
+        self.records.append(JobRecord(
+            st.job.id, st.job.tenant, st.job.gpus, st.job.submit, st.job.duration, st.first_start, now,
+            st.run_time + held, st.preemptions,
+        ))
+
+    # -- actions --------------------------------------------------------------------------------
+
+    def _apply(self, actions: Sequence[object], now: float) -> None:
+        preempted: set[int] = set()
+        for action in actions:
+            if isinstance(action, Start):
+                if action.task_id in preempted:
+                    raise PolicyError(f"task {action.task_id} started in the pass that preempted it")
+                self._start(action.task_id, action.placement, now)
+            elif isinstance(action, Preempt):
+                self._preempt(action.task_id, now)
+                preempted.add(action.task_id)
+            elif isinstance(action, Wake):
+                if action.at > now:
+                    heapq.heappush(self.wakes, action.at)
+            else:
+                raise PolicyError(f"unknown action {action!r}")
+
+    def _start(self, jid: int, placement: Placement, now: float) -> None:
+        view = self.waiting.get(jid)
+        if view is None:
+            raise PolicyError(f"start of task {jid}, which is not waiting")
+        nodes = placement.nodes
+        if len({s.node for s in nodes}) != len(nodes):
+            raise PolicyError(f"task {jid}: a node appears twice in {placement}")
+        if view.flexible:
+            if placement.gpu_count != view.gpus or any(not s.gpus for s in nodes):
+                raise PolicyError(f"task {jid}: needs {view.gpus} GPU(s), placement has {placement.gpu_count}")
+        elif len(nodes) != view.nodes or any(len(s.gpus) != view.gpus_per_node for s in nodes):
+            raise PolicyError(f"task {jid}: needs {view.nodes} x {view.gpus_per_node} GPU(s), got {placement}")
+        for s in nodes:
+            k = self.index.get(s.node)
+            if k is None:
+                raise PolicyError(f"task {jid}: unknown node {s.node!r}")
+            if len(set(s.gpus)) != len(s.gpus) or not set(s.gpus) <= self.free[k]:
+                raise PolicyError(f"task {jid}: GPU(s) {s.gpus} on {s.node} are not free")
+        switches = set()
+        for s in nodes:
+            k = self.index[s.node]
+            self.free[k].difference_update(s.gpus)
+            self._refresh(k)
+            switches.add(self.nodes[k].switch)
+        self.free_total -= view.gpus
+        least = min_nodes(view.gpus, self.cluster.gpus_per_node)
+        factor = self.slowdown.factor(view.gpus, len(nodes), least, len(switches))
+        if len(nodes) > least or len(switches) > 1:
+            self.spread_starts += 1
+        st = self.state[jid]
+        st.overhead = self.restart_overhead if st.preemptions else 0.0
+        if st.first_start < 0:
+            st.first_start = now
+        del self.waiting[jid]
+        running = replace(view, start=now, placement=placement, rate=1.0 / factor)
+        self.running[jid] = running
+        remaining = max(0.0, st.job.duration - view.done)
+        heapq.heappush(self.done_heap, (now + st.overhead + remaining * factor, jid, st.epoch))
+
+    def _preempt(self, jid: int, now: float) -> None:
+        view = self.running.get(jid)
+        if view is None:
+            raise PolicyError(f"preemption of task {jid}, which is not running")
+        if not view.preemptible:
+            raise PolicyError(f"preemption of task {jid}, which is not preemptible")
+        assert view.start is not None and view.placement is not None
+        st = self.state[jid]
+        held = now - view.start
+        self.busy += view.gpus * held
+        st.run_time += held
+        st.preemptions += 1
+        st.epoch += 1
+        progress = max(0.0, held - st.overhead) * view.rate
+        self._release(view.placement)
+        del self.running[jid]
+        self.waiting[jid] = replace(
+            view, start=None, placement=None, rate=1.0, queued=now,
+            done=min(st.job.duration, view.done + progress), attained=view.attained + view.gpus * held,
+        )
+
+    def _release(self, placement: Placement) -> None:
+        for s in placement.nodes:
+            k = self.index[s.node]
+            self.free[k].update(s.gpus)
+            self.free_total += len(s.gpus)
+            self._refresh(k)
+
+    def _refresh(self, k: int) -> None:
+        n = self.nodes[k]
+        self.nodes[k] = NodeView(n.name, n.gpus, n.switch, tuple(sorted(self.free[k])))
+
+
+def simulate(jobs: Sequence[Job], cluster: ClusterSpec, policy: Policy, slowdown: SlowdownTable | None = None,
+             predictor: Predictor | None = None, restart_overhead: float = 30.0) -> Result:
+    """Replay ``jobs`` on ``cluster`` under ``policy`` (see the module docstring)."""
+    return Simulator(jobs, cluster, policy, slowdown, predictor, restart_overhead).run()

@@ -1,0 +1,169 @@
+"""Topology-aware placement: pack a task on one node, else within one switch, else spread.
+
+A node is ``NodeView`` (name, GPU count, switch id, free GPU indices). ``FreeMap``
+is a policy's scratch copy of the free slots for one scheduling pass: it
+``take``s the slots of each placement it decides and ``give``s back those of
+each task it preempts, so later decisions in the same pass see them.
+
+Shapes. A *rigid* task needs exactly ``nodes`` distinct nodes with
+``gpus_per_node`` GPUs each (what a torchrun launch needs). A *flexible* task
+needs ``nodes * gpus_per_node`` GPUs in total, split over nodes in any way (a
+trace job that only says how many GPUs it used).
+
+Invariants:
+- ``fit`` never returns a GPU that is not free in the map, nor one GPU twice.
+- A placement is whole or absent (gang, all-or-nothing): ``fit`` returns None
+  rather than part of a task.
+- Preference order: the fewest nodes (one node if the task fits on one), then
+  one switch, then across switches. ``Fit.spread`` is True when the placement
+  spans more nodes than the task's minimum (``min_nodes``) or more than one
+  switch: the job may run slower there (see ``sim.slowdown``).
+- Among equally good nodes the fullest that still fits is used (best fit), so
+  large holes stay for large tasks. Deterministic: ties break by node name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from .cluster import NodeSlots, Placement
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    name: str
+    gpus: int
+    switch: str
+    free: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Fit:
+    placement: Placement
+    spread: bool
+
+
+def min_nodes(gpus: int, node_size: int) -> int:
+    """The fewest nodes of ``node_size`` GPUs that hold ``gpus`` GPUs."""
+    return max(1, -(-gpus // max(1, node_size)))
+
+
+def switches_of(placement: Placement, switch: dict[str, str]) -> int:
+    return len({switch.get(s.node, "") for s in placement.nodes})
+
+
+class FreeMap:
+    """Free GPU slots per node, mutable for planning one pass (the input views are not touched)."""
+
+    __slots__ = ("free", "node_size", "switch", "total")
+
+    def __init__(self, nodes: Iterable[NodeView]) -> None:
+        self.free: dict[str, list[int]] = {}
+        self.switch: dict[str, str] = {}
+        self.node_size = 0
+        self.total = 0
+        for n in nodes:
+            self.free[n.name] = list(n.free)
+            self.switch[n.name] = n.switch
+            self.node_size = max(self.node_size, n.gpus)
+            self.total += len(n.free)
+
+    def can_take(self, placement: Placement) -> bool:
+        for slot in placement.nodes:
+            free = self.free.get(slot.node)
+            if free is None or len(set(slot.gpus)) != len(slot.gpus) or not set(slot.gpus) <= set(free):
+                return False
+        return len({s.node for s in placement.nodes}) == len(placement.nodes)
+
+    def take(self, placement: Placement) -> None:
+        if not self.can_take(placement):
+            raise ValueError(f"placement {placement} is not free")
+        for slot in placement.nodes:
+            taken = set(slot.gpus)
+            self.free[slot.node] = [g for g in self.free[slot.node] if g not in taken]
+            self.total -= len(taken)
+
+    def give(self, placement: Placement) -> None:
+        for slot in placement.nodes:
+            if slot.node in self.free:
+                self.free[slot.node] = sorted(set(self.free[slot.node]) | set(slot.gpus))
+        self.total = sum(len(f) for f in self.free.values())
+
+    def fit(self, nodes: int, gpus_per_node: int, flexible: bool = False) -> Fit | None:
+        """The best placement for this shape now (see the module docstring), or None."""
+        need = nodes * gpus_per_node
+        if need <= 0:
+            return Fit(Placement(nodes=[]), False)
+        if need > self.total:
+            return None
+        if flexible:
+            return self._fit_flexible(need)
+        return self._fit_rigid(nodes, gpus_per_node)
+
+    def _slots(self, counts: list[tuple[str, int]], spread: bool) -> Fit:
+        # built from the map's own free lists: valid by construction, so pydantic validation is skipped
+        slots = [NodeSlots.model_construct(node=n, gpus=self.free[n][:k]) for n, k in counts]
+        return Fit(Placement.model_construct(nodes=slots), spread)
+
+    def _best_single(self, need: int) -> str | None:
+        """The node with the fewest free GPUs that still holds ``need`` (ties: first by name)."""
+        best: str | None = None
+        best_free = 1 << 30
+        for name, free in self.free.items():
+            k = len(free)
+            if k < need or k > best_free or (k == best_free and best is not None and name > best):
+                continue
+            best, best_free = name, k
+        return best
+
+    def _fit_rigid(self, nodes: int, per_node: int) -> Fit | None:
+        if nodes == 1:
+            name = self._best_single(per_node)
+            return None if name is None else self._slots([(name, per_node)], False)
+        by_switch: dict[str, list[str]] = {}
+        for name, free in self.free.items():
+            if len(free) >= per_node:
+                by_switch.setdefault(self.switch[name], []).append(name)
+        if sum(len(v) for v in by_switch.values()) < nodes:
+            return None
+        fullest_first = lambda n: (len(self.free[n]), n)  # noqa: E731
+        inside = [(len(v), s) for s, v in by_switch.items() if len(v) >= nodes]
+        if inside:
+            _, sw = min(inside)
+            chosen = sorted(by_switch[sw], key=fullest_first)[:nodes]
+            return self._slots([(n, per_node) for n in chosen], False)
+        chosen = []
+        for _, sw in sorted(((-len(v), s) for s, v in by_switch.items())):
+            chosen.extend(sorted(by_switch[sw], key=fullest_first))
+        return self._slots([(n, per_node) for n in chosen[:nodes]], True)
+
+    def _greedy(self, names: list[str], need: int) -> list[tuple[str, int]] | None:
+        counts: list[tuple[str, int]] = []
+        for name in sorted(names, key=lambda n: (-len(self.free[n]), n)):
+            k = min(len(self.free[name]), need)
+            if k <= 0:
+                break
+            counts.append((name, k))
+            need -= k
+        return counts if need == 0 else None
+
+    def _fit_flexible(self, need: int) -> Fit | None:
+        least = min_nodes(need, self.node_size)
+        if least == 1:
+            name = self._best_single(need)
+            if name is not None:
+                return self._slots([(name, need)], False)
+        by_switch: dict[str, list[str]] = {}
+        for name, free in self.free.items():
+            if free:
+                by_switch.setdefault(self.switch[name], []).append(name)
+        best: list[tuple[str, int]] | None = None
+        for sw in sorted(by_switch):
+            counts = self._greedy(by_switch[sw], need)
+            if counts is not None and (best is None or len(counts) < len(best)):
+                best = counts
+        if best is not None:
+            return self._slots(best, len(best) > least)
+        counts = self._greedy(list(self.free), need)
+        return None if counts is None else self._slots(counts, True)

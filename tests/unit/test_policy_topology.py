@@ -1,0 +1,59 @@
+"""Topology: switches on nodes, and packing (one node, then one switch, then spread)."""
+
+from __future__ import annotations
+
+from tacc_hub.scheduler.cluster import ClusterState, Node, NodeSlots, Placement
+from tacc_hub.scheduler.topology import FreeMap, NodeView, min_nodes
+
+
+def nodes(free_per_node: list[int], size: int = 8, per_switch: int = 2) -> list[NodeView]:
+    return [NodeView(f"n{i}", size, f"s{i // per_switch}", tuple(range(size - f, size)))
+            for i, f in enumerate(free_per_node)]
+
+
+def names(fit) -> list[str]:
+    return [s.node for s in fit.placement.nodes]
+
+
+def test_node_default_switch_and_cluster_place():
+    state = ClusterState([Node("a", 4), Node("b", 4, switch="s1")])
+    assert state.nodes["a"].switch == "0"
+    state.allocate(7, Placement(nodes=[NodeSlots(node="a", gpus=[0, 1, 2])]))
+    fit = state.place(1, 2)
+    assert fit is not None and names(fit) == ["b"] and not fit.spread
+    assert state.place(1, 1).placement.nodes[0].node == "a"  # best fit: the fullest node that fits
+    assert state.place(2, 4) is None
+
+
+def test_rigid_multi_node_stays_within_one_switch():
+    fm = FreeMap(nodes([8, 2, 8, 8]))  # switch s0: n0 n1, s1: n2 n3
+    fit = fm.fit(2, 8)
+    assert names(fit) == ["n2", "n3"] and not fit.spread
+
+
+def test_rigid_multi_node_spreads_across_switches_when_it_must():
+    fm = FreeMap(nodes([8, 2, 8, 2]))
+    fit = fm.fit(2, 8)
+    assert sorted(names(fit)) == ["n0", "n2"] and fit.spread
+
+
+def test_flexible_task_packs_then_splits_and_says_spread():
+    fm = FreeMap(nodes([3, 5, 0, 0]))
+    fit = fm.fit(1, 4, flexible=True)
+    assert names(fit) == ["n1"] and not fit.spread  # one node with room: packed
+    fit = fm.fit(1, 6, flexible=True)
+    assert fit.placement.gpu_count == 6 and len(fit.placement.nodes) == 2 and fit.spread
+    assert fm.fit(1, 9, flexible=True) is None
+
+
+def test_take_and_give_keep_the_map_consistent():
+    fm = FreeMap(nodes([8, 8]))
+    fit = fm.fit(1, 8)
+    fm.take(fit.placement)
+    assert fm.total == 8 and not fm.can_take(fit.placement)
+    fm.give(fit.placement)
+    assert fm.total == 16 and fm.can_take(fit.placement)
+
+
+def test_min_nodes():
+    assert [min_nodes(g, 8) for g in (1, 8, 9, 16, 24)] == [1, 1, 2, 2, 3]

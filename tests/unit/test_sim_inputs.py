@@ -1,0 +1,108 @@
+"""Trace loader, slowdown-table derivation, duration predictions, and the simulate CLI on small fixtures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from tacc_hub.cli.admin import cli
+from tacc_hub.scheduler.sim import Predictor, derive, load_philly, percentile
+
+TRACE = """timestamp,duration,num_gpus,gpu_time,cluster
+2017-10-09 07:01:55,66.0,1,66.0,11cb48
+2017-10-09 06:13:03,2951.0,8,23608.0,6214e9
+2017-10-09 06:13:03,10.0,2,20.0,6214e9
+
+2017-10-09 08:00:00,bad,1,1,6214e9
+2017-10-09 09:00:00,5.0,64,320.0,6214e9
+"""
+
+
+@pytest.fixture
+def trace_file(tmp_path: Path) -> Path:
+    p = tmp_path / "philly.csv"
+    p.write_text(TRACE)
+    return p
+
+
+def test_loader_sorts_by_time_counts_bad_rows_and_filters(trace_file):
+    t = load_philly(trace_file)
+    assert [(j.id, j.submit, j.gpus, j.tenant) for j in t.jobs] == [
+        (0, 0.0, 8, "6214e9"), (1, 0.0, 2, "6214e9"), (2, 2932.0, 1, "11cb48"), (3, 10017.0, 64, "6214e9"),
+    ]
+    assert t.jobs[0].duration == 2951.0 and t.skipped == 2
+    assert [j.gpus for j in load_philly(trace_file, tenant="6214e9").jobs] == [8, 2, 64]
+    assert len(load_philly(trace_file, limit=2).jobs) == 2
+
+
+def test_loader_refuses_another_format(tmp_path):
+    p = tmp_path / "x.csv"
+    p.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="missing column"):
+        load_philly(p)
+
+
+def test_slowdown_table_from_two_models(tmp_path):
+    (tmp_path / "m1.csv").write_text(
+        "placement,local_bsz,step_time,sync_time\n1,8,1.0,0\n2,8,1.0,0\n11,8,2.0,0\n4,8,1.0,0\n22,8,3.0,0\n"
+        "1111,8,2.0,0\n44,8,4.0,0\n")
+    (tmp_path / "m2.csv").write_text(
+        "placement,local_bsz,step_time,sync_time\n1,8,2.0,0\n2,8,2.0,0\n11,8,2.0,0\n4,8,2.0,0\n22,8,2.0,0\n"
+        "1111,8,3.0,0\n44,8,2.0,0\n")
+    table = derive(tmp_path)
+    assert table.ratios[(2, 2)] == pytest.approx((2.0 + 1.0) / 2)
+    assert table.ratios[(4, 2)] == pytest.approx((3.0 + 1.0) / 2)
+    assert table.ratios[(4, 4)] == pytest.approx((2.0 + 1.5) / 2)
+    assert table.ratios[(8, 2)] == pytest.approx((4.0 + 1.0) / 2)  # vs the 4-GPU one-node step time
+    assert table.factor(4, 2, 1) == pytest.approx(2.0)
+    assert table.factor(4, 1, 1) == 1.0 and table.factor(8, 2, 2) == 1.0
+    assert table.factor(64, 16, 8) >= 1.0  # clamped to what was measured
+
+
+def test_slowdown_table_from_the_shared_data():
+    d = Path(__file__).resolve().parents[3] / "shared" / "traces" / "placements"
+    if not d.is_dir():
+        pytest.skip("no shared placements data")
+    table = derive(d)
+    assert set(table.ratios) >= {(2, 2), (4, 2), (4, 4), (8, 2), (16, 4)}
+    assert all(v >= 1.0 for v in table.ratios.values())
+    assert 1.0 < table.factor(4, 2, 1) < 3.7
+
+
+def test_predictor_blends_a_running_median_with_the_default():
+    p = Predictor(default=100.0, weight=1.0)
+    assert p.predict("a") == 100.0
+    for d in (10.0, 1000.0, 30.0):
+        p.observe("a", d)
+    assert p.predict("a") == pytest.approx((3 * 30.0 + 100.0) / 4)
+    assert p.predict("b") == 100.0
+
+
+def test_percentile_nearest_rank():
+    assert percentile([], 99) == 0.0
+    assert percentile([1.0, 2.0, 3.0], 50) == 2.0
+    assert percentile(list(map(float, range(1, 101))), 99) == 99.0
+
+
+def test_simulate_cli_json(trace_file, tmp_path):
+    r = CliRunner().invoke(cli, ["simulate", "--trace", str(trace_file), "--nodes", "2", "--gpus-per-node", "8",
+                                 "--policy", "fifo,tiresias", "--json", "--placements", str(tmp_path)])
+    assert r.exit_code != 0  # tmp_path has no placement CSVs: refused, not silently ignored
+    r = CliRunner().invoke(cli, ["simulate", "--trace", str(trace_file), "--nodes", "2", "--gpus-per-node", "8",
+                                 "--policy", "fifo,tiresias", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert [o["policy"] for o in out] == ["fifo", "tiresias"]
+    assert all(o["jobs"] == 3 and o["unschedulable"] == 1 for o in out)
+
+
+def test_simulate_cli_table_and_bad_policy(trace_file):
+    r = CliRunner().invoke(cli, ["simulate", "--trace", str(trace_file), "--nodes", "1", "--policy", "slurm",
+                                 "--tenant", "6214e9"])
+    assert r.exit_code == 0, r.output
+    assert "avg JCT" in r.stdout and "slurm" in r.stdout
+    r = CliRunner().invoke(cli, ["simulate", "--trace", str(trace_file), "--nodes", "1", "--policy", "nope"])
+    assert r.exit_code != 0 and "unknown nope" in r.output
