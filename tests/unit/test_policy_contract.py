@@ -6,14 +6,14 @@ copy of the free slots.
 
 from __future__ import annotations
 
+import hypothesis
 import pytest
+from hypothesis import strategies as st
 
 from tacc_hub.scheduler.policies import POLICIES, make
 from tacc_hub.scheduler.policy import Preempt, Start, TaskView, View, Wake
 from tacc_hub.scheduler.topology import FreeMap, NodeView
 
-hypothesis = pytest.importorskip("hypothesis", reason="pip install hypothesis")
-st = pytest.importorskip("hypothesis.strategies")
 given, settings = hypothesis.given, hypothesis.settings
 
 

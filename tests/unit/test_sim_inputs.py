@@ -64,8 +64,7 @@ def test_slowdown_table_from_two_models(tmp_path):
 
 def test_slowdown_table_from_the_shared_data():
     d = Path(__file__).resolve().parents[3] / "shared" / "traces" / "placements"
-    if not d.is_dir():
-        pytest.skip("no shared placements data")
+    assert d.is_dir(), f"the shared traces are missing: {d} (they sit beside the checkout, in ../shared)"
     table = derive(d)
     assert set(table.ratios) >= {(2, 2), (4, 2), (4, 4), (8, 2), (16, 4)}
     assert all(v >= 1.0 for v in table.ratios.values())

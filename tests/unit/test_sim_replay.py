@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import hypothesis
 import pytest
+from hypothesis import strategies as st
 
 from tacc_hub.scheduler.policies import POLICIES, Tiresias, make
 from tacc_hub.scheduler.sim import ClusterSpec, Job, Predictor, SlowdownTable, simulate
-
-hypothesis = pytest.importorskip("hypothesis", reason="pip install hypothesis")
-st = pytest.importorskip("hypothesis.strategies")
 
 
 def test_fifo_three_jobs_on_one_node_by_hand():
