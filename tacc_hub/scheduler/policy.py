@@ -16,6 +16,11 @@ Invariants (the caller checks them and refuses a list of actions that breaks one
   one on ``gpus`` GPUs in any split), or the task is not started.
 - A non-preemptible task is never preempted; only running tasks are preempted,
   only waiting tasks are started, each at most once per list.
+- Quotas (``View.quotas``, when given): no start takes a user or group above
+  its ``max_gpus``; no task of an ``exhausted`` user or group starts.
+  Preemption to reclaim a guarantee takes only preemptible tasks of groups
+  holding more than their own guarantee.
+- Topology: a task with ``spread_ok`` False is placed within one switch.
 - Pure: ``schedule`` does no I/O and reads no clock (``view.now`` is the time);
   it never mutates the view. A policy may keep state between calls (e.g.
   decayed fair-share usage) learned only from the views it was given.
@@ -55,6 +60,9 @@ class TaskView:
     start: float | None = None  # running only: when the current run began
     placement: Placement | None = None  # running only
     rate: float = 1.0  # running only: work per second on this placement (1 / slowdown)
+    time_limit: float | None = None  # the user's wall-clock limit, if any (an upper bound on the run)
+    priority: int = 0  # order among the owner's own tasks (higher first), from the spec's qos.priority
+    spread_ok: bool = True  # may run across switches (over TCP): False when the task needs RDMA or one switch
     gpus: int = field(init=False)  # nodes x gpus_per_node
 
     def __post_init__(self) -> None:
@@ -74,6 +82,37 @@ class TaskView:
 
 
 @dataclass(frozen=True, slots=True)
+class Limits:
+    """One user's or one group's quota. None: no limit."""
+
+    max_gpus: int | None = None  # GPUs held at once, over all its running tasks
+    guaranteed_gpus: int = 0  # GPUs it can always get back, by preempting others' borrowed preemptible work
+    gpu_hours: float | None = None  # budget per accounting period
+
+
+@dataclass(frozen=True, slots=True)
+class Quotas:
+    """The quotas in force. ``users``/``groups`` by name; ``default_*`` for everyone not named.
+
+    ``exhausted`` names the users (``"user:NAME"``) and groups (``"group:NAME"``)
+    with no GPU-hours left in the current period (the caller does the accounting):
+    their tasks wait (reason ``Quota``).
+    """
+
+    users: Mapping[str, Limits] = field(default_factory=dict)
+    groups: Mapping[str, Limits] = field(default_factory=dict)
+    default_user: Limits = Limits()
+    default_group: Limits = Limits()
+    exhausted: frozenset[str] = frozenset()
+
+    def user(self, name: str) -> Limits:
+        return self.users.get(name, self.default_user)
+
+    def group(self, name: str) -> Limits:
+        return self.groups.get(name, self.default_group)
+
+
+@dataclass(frozen=True, slots=True)
 class View:
     """What a policy sees. ``waiting`` and ``running`` are keyed by task id; ``waiting`` in queue order."""
 
@@ -81,12 +120,14 @@ class View:
     waiting: Mapping[int, TaskView]
     running: Mapping[int, TaskView]
     nodes: Sequence[NodeView]
+    quotas: Quotas | None = None  # None: no quotas (a quota-unaware policy may be given only None)
 
 
 @dataclass(frozen=True, slots=True)
 class Start:
     task_id: int
     placement: Placement
+    note: str = ""  # the decision, for people: e.g. "across 2 switches over TCP: waiting would cost more"
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +142,20 @@ class Wake:
 
 Action = Start | Preempt | Wake
 
+REASONS = ("Resources", "Quota", "Priority", "Topology")
+"""Why a task waits: not enough free GPUs; a quota (cap or budget) of its user or group;
+tasks ahead of it (or a reservation for one); GPUs are free but not in the shape it needs."""
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """Why a waiting task waits, where it stands, and when it should start (predictions, not promises)."""
+
+    reason: str  # one of REASONS
+    position: int  # 1 = next to start
+    estimated_start: float | None  # in view time; None when it cannot be estimated (e.g. quota exhausted)
+    detail: str = ""  # for people: "needs 8 GPUs on one switch; 3 free", "group lab-a at its cap of 16 GPUs"
+
 
 class Policy(Protocol):
     name: ClassVar[str]
@@ -108,3 +163,11 @@ class Policy(Protocol):
     oracle: ClassVar[bool]  # sees true durations
 
     def schedule(self, view: View) -> list[Action]: ...
+
+
+class Explains(Protocol):
+    """A policy that can explain its queue (the live service's policy must)."""
+
+    def explain(self, view: View) -> dict[int, Explanation]:
+        """An explanation for every waiting task of ``view``; pure, like ``schedule``."""
+        ...
