@@ -218,6 +218,22 @@ def _ago(ts: float | None) -> str:
     return f"{int(d)}s ago"
 
 
+def _eta(queue: dict[str, Any] | None) -> str:
+    """When a waiting task should start: "now", "in 12m", "?" (unknown); "-" for others."""
+    if not queue:
+        return "-"
+    ts = queue.get("estimated_start")
+    if ts is None:
+        return "?"
+    d = ts - time.time()
+    if d < 1:
+        return "now"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if d >= size:
+            return f"in {int(d // size)}{unit}"
+    return f"in {int(d)}s"
+
+
 def _dur(start: float | None, end: float | None) -> str:
     if not start:
         return "-"
@@ -243,13 +259,16 @@ def ps(obj: Ctx, states: tuple[str, ...], all_users: bool, limit: int, as_json: 
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
-    cols = ["ID", "NAME", "STATUS", *(["OWNER"] if all_users else []), "GPUS", "SUBMITTED", "TIME", "REASON"]
+    cols = ["ID", "NAME", "STATUS", *(["OWNER"] if all_users else []), "GPUS", "SUBMITTED", "TIME", "POS", "START",
+            "REASON"]
     rows = []
     for t in out["tasks"]:
         gpus = sum(len(n.get("gpus", [])) for n in (t.get("placement") or {}).get("nodes", []))
+        queue = t.get("queue")
         rows.append([str(t["id"]), t["name"], t["status"], *([t["owner"]] if all_users else []),
                      str(gpus) if t.get("placement") else "-", _ago(t["submitted_at"]),
-                     _dur(t["started_at"], t["finished_at"]), t.get("reason") or ""])
+                     _dur(t["started_at"], t["finished_at"]), str(queue["position"]) if queue else "-", _eta(queue),
+                     t.get("reason") or ""])
     more = f"{len(out['tasks'])} of {out['total']} shown (use -n)" if out["total"] > len(out["tasks"]) else ""
     if fancy is None:
         fancy = sys.stdout.isatty()
@@ -296,6 +315,12 @@ def show(obj: Ctx, task_id: int, as_json: bool) -> None:
               + (f"  exit {t['exit_code']}" if t.get("exit_code") is not None else ""))
     if t.get("reason"):
         con.print(f"reason: {t['reason']}")
+    queue = t.get("queue")
+    if queue:
+        at = queue.get("estimated_start")
+        when = "unknown" if at is None else (
+            f"{_eta(queue)} (about {time.strftime('%Y-%m-%d %H:%M', time.localtime(at))})")
+        con.print(f"queue: position {queue['position']}, estimated start {when}")
     con.print(f"owner: {t['owner']}   digest: {t['digest']}")
     con.print(f"submitted {_ago(t['submitted_at'])}, ran {_dur(t['started_at'], t['finished_at'])}")
     if t.get("placement"):

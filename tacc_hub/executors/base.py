@@ -33,6 +33,7 @@ class Launch:
     owner: str
     plan: ExecutionPlan
     placement: Placement
+    attempt: int = 0  # runs before this one (preempted); the task sees it as TACC_ATTEMPT
 
 
 @dataclass(frozen=True, slots=True)

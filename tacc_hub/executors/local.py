@@ -8,6 +8,11 @@ restarted service can tell "finished while we were away" (exitcode present)
 from "still running" (pid alive with the same start time) from "lost"
 (neither).
 
+Preemption: a preempted task gets SIGTERM and ``grace_period`` seconds
+(``TACC_PREEMPT_GRACE``) to save its state in ``TACC_CHECKPOINT_DIR``
+(``<id>/checkpoint/``); when it runs again, that folder and ``output.log``
+are kept (the log is appended to) and ``TACC_ATTEMPT`` counts earlier runs.
+
 Invariants: tasks get a scrubbed environment (``env_keep`` plus the launch
 variables), never the service's own secrets; GPU slots reach the task only
 through ``CUDA_VISIBLE_DEVICES``; cancel is SIGTERM to the whole process group,
@@ -108,9 +113,16 @@ class LocalExecutor(Executor):
     def _prepare(self, launch: Launch) -> Path:
         plan = launch.plan
         tdir = self.task_dir(launch.task_id)
-        if tdir.exists():
-            shutil.rmtree(tdir)
-        tdir.mkdir(parents=True)
+        if tdir.exists():  # a run after a preemption: keep the log (appended to) and the checkpoints
+            for entry in tdir.iterdir():
+                if entry.name in ("output.log", "checkpoint"):
+                    continue
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+        tdir.mkdir(parents=True, exist_ok=True)
+        (tdir / "checkpoint").mkdir(exist_ok=True)
         ensure_env(plan.env)
         materialize_code(plan.code, tdir / "work")
         (tdir / "work" / plan.workdir).mkdir(parents=True, exist_ok=True)
@@ -134,6 +146,9 @@ class LocalExecutor(Executor):
             "TACC_NNODES": "1",
             "TACC_MASTER_ADDR": "127.0.0.1",
             "TACC_MASTER_PORT": str(free_port()),
+            "TACC_CHECKPOINT_DIR": str(tdir / "checkpoint"),
+            "TACC_ATTEMPT": str(launch.attempt),
+            "TACC_PREEMPT_GRACE": f"{self.grace_period:g}",
             "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in slots),
         })
         return env

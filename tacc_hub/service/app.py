@@ -28,7 +28,7 @@ from traitlets.config import Application
 import tacc_hub
 from tacc_hub.compiler import SiteProfile
 from tacc_hub.executors import LocalExecutor
-from tacc_hub.scheduler import FifoPolicy
+from tacc_hub.scheduler.policies import POLICIES, make
 from tacc_hub.snapshot import CodeStore
 from tacc_hub.store import Store
 
@@ -110,6 +110,8 @@ class TaccHub(Application):
                          "CUDA_VISIBLE_DEVICES (0 on a machine without GPUs: tasks must then ask for none).")
     node_name = Unicode("localhost", config=True, help="Name of the local executor's node in cluster state.")
     max_running_per_user = Integer(8, config=True, help="Most tasks one user may have starting or running at once.")
+    policy = Enum(sorted(POLICIES), "fifo", config=True,
+                  help="Scheduling policy (the same code the simulator replays; see `tacc-hub simulate`).")
     poll_interval = Float(1.0, config=True, help="Seconds between executor polls when nothing wakes the loop "
                           "(task exits and submissions wake it at once).")
     grace_period = Float(10.0, config=True, help="Seconds between SIGTERM and SIGKILL when a task is cancelled.")
@@ -177,8 +179,8 @@ class TaccHub(Application):
         root = Path(self.state_dir).resolve()
         executor = LocalExecutor(root, gpus=self.local_gpus, node_name=self.node_name, grace_period=self.grace_period)
         code_store = CodeStore(root / "code")
-        controller = Controller(store, executor, self.site_profile(), FifoPolicy(self.max_running_per_user),
-                                code_store, poll_interval=self.poll_interval)
+        controller = Controller(store, executor, self.site_profile(), make(self.policy), code_store,
+                                poll_interval=self.poll_interval, max_running_per_user=self.max_running_per_user)
         ctx = ServiceContext(store=store, controller=controller, auth=TokenAuth(store), code_store=code_store,
                              max_code_bytes=self.max_code_bytes,
                              max_body_bytes=self.max_body_bytes, log_poll_interval=self.log_poll_interval)

@@ -19,4 +19,4 @@ class ClusterHandler(ApiHandler):
         total = sum(n.gpus for n in nodes)
         used = sum(n.gpus_used for n in nodes)
         self.write_json(ClusterOut(executor=ctl.executor.name, nodes=nodes, gpus=total, gpus_used=used,
-                                   gpus_free=total - used, pending=len(ctl.pending), running=len(ctl.live)))
+                                   gpus_free=total - used, pending=len(ctl.queue.waiting), running=len(ctl.live)))

@@ -12,6 +12,13 @@ Invariants:
   observed; a task the executor cannot find is marked LOST with a reason,
   never dropped silently; "unknown" observations leave the task as it is.
 - GPU slots are released only once a task is terminal or requeued.
+- Scheduling decisions come from a ``Policy`` through ``LiveQueue`` (the same
+  policy code as the simulator's); the queue explanations (reason, position,
+  estimated start) are recomputed at most every ``explain_interval`` seconds,
+  and only when something changed.
+- A preempted task (``Preempt``) gets SIGTERM and the executor's grace period to
+  checkpoint, then goes back to PENDING with its submission time (its place by
+  age); it is never marked failed for having been stopped.
 """
 
 from __future__ import annotations
@@ -25,7 +32,10 @@ from typing import Any
 
 from tacc_hub.compiler import ExecutionPlan, SiteProfile, compile_task
 from tacc_hub.executors import Executor, Launch, LaunchError, Observation
-from tacc_hub.scheduler import ClusterState, FifoPolicy, Placement, Request, never_fits
+from tacc_hub.scheduler import ClusterState, Placement, Request, never_fits
+from tacc_hub.scheduler.history import DurationHistory
+from tacc_hub.scheduler.policy import Explanation, Policy, Quotas, TaskView
+from tacc_hub.scheduler.queue import LiveQueue
 from tacc_hub.schema import SnapshotCode, SpecError, TaskSpec
 from tacc_hub.snapshot import CodeStore
 from tacc_hub.store import InsertBatcher, NewTask, Store, TaskRecord, TaskStatus
@@ -50,7 +60,21 @@ class Live:
     state: dict[str, Any] = field(default_factory=dict)
     started_at: float | None = None
     cancel_requested: bool = False
-    busy: bool = False  # a launch or cancel is in flight
+    busy: bool = False  # a launch, cancel or preemption is in flight
+    attempt: int = 0  # earlier runs (preempted)
+
+
+def task_view(task_id: int, owner: str, group: str, submitted_at: float, spec: dict[str, Any],
+              predicted: float) -> TaskView:
+    """The scheduler's view of a task, from its stored spec (a ``TaskSpec`` dump, defaults filled in)."""
+    r, qos, net = spec.get("resources", {}), spec.get("qos", {}), spec.get("network", {})
+    return TaskView(
+        id=task_id, owner=owner, group=group, submit=submitted_at, nodes=int(r.get("nodes", 1)),
+        gpus_per_node=int(r.get("gpus_per_node", 0)), predicted=predicted, qos=str(qos.get("class", "normal")),
+        preemptible=bool(qos.get("preemptible", False)), priority=int(qos.get("priority", 0)),
+        time_limit=float(r.get("time_limit", 3600)), queued=submitted_at,
+        spread_ok=net.get("rdma", "preferred") != "required" and not net.get("same_switch", False),
+    )
 
 
 def request_for(task_id: int, owner: str, spec_or_plan: TaskSpec | ExecutionPlan) -> Request:
@@ -65,11 +89,13 @@ class Controller:
         store: Store,
         executor: Executor,
         site: SiteProfile,
-        policy: FifoPolicy,
+        policy: Policy,
         code_store: CodeStore,
         *,
         poll_interval: float = 1.0,
         min_tick_interval: float = 0.01,
+        max_running_per_user: int | None = None,
+        explain_interval: float = 0.5,
     ) -> None:
         self.store = store
         self.executor = executor
@@ -79,9 +105,17 @@ class Controller:
         self.poll_interval = poll_interval
         self.min_tick_interval = min_tick_interval
         self.cluster = ClusterState(executor.nodes())
-        self.pending: dict[int, Request] = {}
+        self.queue = LiveQueue(self.cluster, policy, max_running_per_user)
+        self.history = DurationHistory()
+        self.groups: dict[str, str] = {}  # user -> group; not listed: "default"
+        self.quotas: Quotas | None = None
         self.live: dict[int, Live] = {}
-        self.reasons: dict[int, str] = {}
+        self.attempts: dict[int, int] = {}  # runs so far of tasks preempted and waiting again
+        self.explain_interval = explain_interval
+        self._explained: dict[int, Explanation] = {}
+        self._explained_at = float("-inf")
+        self._changed = True  # the queue changed since the last explanation
+        self._wake_handle: asyncio.TimerHandle | None = None
         self.batcher = InsertBatcher(store)
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
@@ -115,12 +149,32 @@ class Controller:
     def wake(self) -> None:
         self._wake.set()
 
-    def _enqueue(self, req: Request) -> None:
-        """Add to the pending queue, keeping it in id (submission) order without sorting per pass."""
-        last = next(reversed(self.pending), None) if self.pending else None
-        self.pending[req.task_id] = req
-        if last is not None and req.task_id < last:
-            self.pending = dict(sorted(self.pending.items()))
+    def group_of(self, user: str) -> str:
+        return self.groups.get(user, "default")
+
+    def _view(self, task_id: int, owner: str, name: str, digest: str, submitted_at: float,
+              spec: dict[str, Any]) -> TaskView:
+        limit = float(spec.get("resources", {}).get("time_limit", 3600))
+        predicted = self.history.predict(owner, name, digest, limit)
+        return task_view(task_id, owner, self.group_of(owner), submitted_at, spec, predicted)
+
+    def _enqueue(self, view: TaskView) -> None:
+        self.queue.add(view)
+        self._changed = True
+
+    def _learn_history(self, pages: int = 4) -> None:
+        """Seed the duration predictions with the latest successful runs in the store."""
+        before: int | None = None
+        runs: list[TaskRecord] = []
+        for _ in range(pages):
+            recs, _ = self.store.list_tasks(None, [S.SUCCEEDED], 500, before)
+            runs.extend(recs)
+            if len(recs) < 500:
+                break
+            before = recs[-1].id
+        for rec in reversed(runs):  # oldest first: the newest runs are the ones kept
+            if rec.started_at is not None and rec.finished_at is not None:
+                self.history.observe(rec.owner, rec.name, rec.digest, rec.finished_at - rec.started_at)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -129,20 +183,22 @@ class Controller:
 
     async def recover(self) -> None:
         """Reconcile the store with the executor after a (re)start (see the module docstring)."""
+        self._learn_history()
         for rec in self.store.active():
             plan = rec.plan or {}
             limit = int(plan.get("resources", {}).get("time_limit", 3600))
+            view = self._view(rec.id, rec.owner, rec.name, rec.digest, rec.submitted_at, rec.spec or {})
             if rec.status == S.PENDING:
-                self._enqueue(request_for(rec.id, rec.owner, ExecutionPlan.model_validate(plan)))
+                self._enqueue(view)
                 continue
             if rec.status == S.STARTING and not rec.executor_state:
                 self.store.transition(rec.id, S.PENDING, expected=S.STARTING, placement=None,
                                       reason="requeued: the service restarted before the task was launched")
-                self._enqueue(request_for(rec.id, rec.owner, ExecutionPlan.model_validate(plan)))
+                self._enqueue(view)
                 continue
             placement = Placement.model_validate(rec.placement) if rec.placement else None
             if placement is not None:
-                self.cluster.adopt(rec.id, placement)
+                self.queue.adopt(view, placement, rec.started_at or time.time())
             status = S.RUNNING if rec.status == S.STARTING else rec.status
             if rec.status == S.STARTING:
                 self.store.transition(rec.id, S.RUNNING, expected=S.STARTING, started_at=rec.started_at or time.time())
@@ -173,11 +229,12 @@ class Controller:
 
     async def submit(self, owner: str, spec: TaskSpec) -> TaskRecord:
         plan = self.compile(spec)
+        dumped = spec.model_dump(mode="json", by_alias=True)
         rec = await self.batcher.submit(NewTask(
-            owner=owner, name=spec.name, digest=plan.task_digest, spec=spec.model_dump(mode="json", by_alias=True),
+            owner=owner, name=spec.name, digest=plan.task_digest, spec=dumped,
             plan=plan.model_dump(mode="json"), submitted_at=time.time(),
         ))
-        self._enqueue(request_for(rec.id, owner, plan))
+        self._enqueue(self._view(rec.id, owner, spec.name, plan.task_digest, rec.submitted_at, dumped))
         self.wake()
         return rec
 
@@ -188,8 +245,8 @@ class Controller:
             done = self.store.transition(rec.id, S.CANCELLED, expected=S.PENDING, finished_at=time.time(),
                                          reason="cancelled before it started")
             if done is not None:
-                self.pending.pop(rec.id, None)
-                self.reasons.pop(rec.id, None)
+                self.queue.drop(rec.id)
+                self._changed = True
                 return done
             rec = self.store.get(rec.id) or rec  # it moved on; cancel it where it is now
             if rec.status.is_terminal():
@@ -272,7 +329,11 @@ class Controller:
                 live.status = rec.status
                 return
         self.live.pop(task_id, None)
-        self.cluster.release(task_id)
+        self.attempts.pop(task_id, None)
+        self.queue.drop(task_id)
+        self._changed = True
+        if to == S.SUCCEEDED and done is not None and done.started_at is not None and done.finished_at is not None:
+            self.history.observe(done.owner, done.name, done.digest, done.finished_at - done.started_at)
         self.wake()
 
     def enforce_time_limits(self) -> None:
@@ -295,35 +356,76 @@ class Controller:
             self._finish(task_id, live, to, reason=reason)
 
     def schedule(self) -> None:
-        if not self.pending:
+        if not self.queue.waiting:
             return
-        running: dict[str, int] = {}
-        for lv in self.live.values():
-            running[lv.owner] = running.get(lv.owner, 0) + 1
-        decisions, waiting = self.policy.decide(
-            iter(self.pending.values()), self.cluster, running
-        )
-        for w in waiting:
-            self.reasons[w.task_id] = w.reason
-        for d in decisions:
-            req = self.pending.pop(d.task_id)
-            self.reasons.pop(d.task_id, None)
-            rec = self.store.transition(d.task_id, S.STARTING, expected=S.PENDING,
-                                        placement=d.placement.model_dump(mode="json"), reason=None)
+        now = time.time()
+        plan = self.queue.plan(now, self.quotas)
+        self._changed = True
+        if plan.wake_at is not None:
+            self._wake_later(plan.wake_at - now)
+        for p in plan.preempts:
+            self._spawn(self._preempt(p.task_id))
+        for st in plan.starts:
+            tid = st.task_id
+            placement = st.placement
+            rec = self.store.transition(tid, S.STARTING, expected=S.PENDING,
+                                        placement=placement.model_dump(mode="json"), reason=st.note or None)
             if rec is None:  # cancelled meanwhile
-                self.cluster.release(d.task_id)
+                self.queue.unstart(tid)
                 continue
             assert rec.plan is not None
-            live = Live(owner=req.owner, status=S.STARTING, placement=d.placement, busy=True,
-                        time_limit=int(rec.plan["resources"]["time_limit"]))
-            self.live[d.task_id] = live
-            self._spawn(self._launch(rec, live, d.placement))
+            live = Live(owner=rec.owner, status=S.STARTING, placement=placement, busy=True,
+                        time_limit=int(rec.plan["resources"]["time_limit"]), attempt=self.attempts.pop(tid, 0))
+            self.live[tid] = live
+            self._spawn(self._launch(rec, live, placement))
+
+    def _wake_later(self, delay: float) -> None:
+        if self._wake_handle is not None:
+            self._wake_handle.cancel()
+        self._wake_handle = asyncio.get_running_loop().call_later(max(0.0, delay), self.wake)
+
+    async def _preempt(self, task_id: int) -> None:
+        """Stop a preemptible task (grace period to checkpoint) and put it back in the queue."""
+        live = self.live.get(task_id)
+        if live is None or live.busy or live.status != S.RUNNING:
+            self.queue.preempting.discard(task_id)  # not now; the policy may ask again
+            return
+        live.busy = True
+        log.info("preempting task %s", task_id)
+        try:
+            await self.executor.cancel(task_id, live.state)
+        finally:
+            live.busy = False
+        if self.live.get(task_id) is not live:
+            return
+        now = time.time()
+        if live.cancel_requested or live.status == S.CANCELLING:
+            self.store.transition(task_id, S.CANCELLING, expected=S.RUNNING)
+            live.status = S.CANCELLING
+            self._finish(task_id, live, S.CANCELLED, reason="cancelled")
+            return
+        moved = self.store.transition(
+            task_id, S.PENDING, expected=S.RUNNING, placement=None, executor_state=None, started_at=None,
+            reason=f"preempted at {time.strftime('%H:%M:%S', time.gmtime(now))} UTC for a task with a "
+                   "higher claim; waiting again in its place by age",
+        )
+        if moved is None:  # moved on underneath (a cancel): finish it where it is
+            rec = self.store.get(task_id)
+            if rec is not None and rec.status == S.CANCELLING:
+                self._finish(task_id, live, S.CANCELLED, reason="cancelled")
+            return
+        self.live.pop(task_id, None)
+        self.attempts[task_id] = live.attempt + 1
+        self.queue.requeue(task_id, now)
+        self._changed = True
+        self.wake()
 
     async def _launch(self, rec: TaskRecord, live: Live, placement: Placement) -> None:
         assert rec.plan is not None
         plan = ExecutionPlan.model_validate(rec.plan)
         try:
-            state = await self.executor.launch(Launch(task_id=rec.id, owner=rec.owner, plan=plan, placement=placement))
+            state = await self.executor.launch(Launch(task_id=rec.id, owner=rec.owner, plan=plan, placement=placement,
+                                                      attempt=live.attempt))
         except LaunchError as exc:
             live.busy = False
             self._finish(rec.id, live, S.FAILED, reason=f"could not start: {exc}")
@@ -343,7 +445,7 @@ class Controller:
             log.error("task %s left STARTING underneath the launch; stopping it", rec.id)
             await self.executor.cancel(rec.id, state)
             self.live.pop(rec.id, None)
-            self.cluster.release(rec.id)
+            self.queue.drop(rec.id)
             return
         live.status = S.RUNNING
         if live.cancel_requested or moved.cancel_requested:
@@ -354,15 +456,36 @@ class Controller:
 
     # --- views ----------------------------------------------------------------------
 
+    def explanations(self) -> dict[int, Explanation]:
+        """Why each waiting task waits (see ``scheduler.explain``), at most ``explain_interval`` s old."""
+        now = time.time()
+        if self._changed and now - self._explained_at >= self.explain_interval:
+            self._explained = self.queue.explain(now, self.quotas)
+            self._explained_at = now
+            self._changed = False
+        return self._explained
+
+    def queue_info(self, rec: TaskRecord) -> Explanation | None:
+        if rec.status != S.PENDING or rec.id not in self.queue.waiting:
+            return None
+        info = self.explanations().get(rec.id)
+        if info is None and self._changed:  # submitted since the last explanation
+            self._explained_at = float("-inf")
+            info = self.explanations().get(rec.id)
+        return info
+
     def reason_for(self, rec: TaskRecord) -> str | None:
         if rec.status == S.PENDING:
-            return self.reasons.get(rec.id) or rec.reason or "queued"
+            info = self.queue_info(rec)
+            if info is not None:
+                return f"{info.reason}: {info.detail}" if info.detail else info.reason
+            return rec.reason or "queued"
         return rec.reason
 
     def status_of(self, task_id: int) -> TaskStatus | None:
         live = self.live.get(task_id)
         if live is not None:
             return live.status
-        if task_id in self.pending:
+        if task_id in self.queue.waiting:
             return S.PENDING
         return None

@@ -18,6 +18,16 @@ class ErrorOut(BaseModel):
     errors: list[ErrorField] = Field(default_factory=list)
 
 
+class QueueOut(BaseModel):
+    """Where a waiting task stands (predictions, not promises)."""
+
+    reason: str = Field(description="Resources, Quota, Priority or Topology.")
+    position: int = Field(description="1 = the next task to start.")
+    estimated_start: float | None = Field(None, description="Seconds since the epoch; null when unknown "
+                                          "(e.g. a GPU-hour budget is used up).")
+    detail: str = ""
+
+
 class TaskOut(BaseModel):
     id: int
     owner: str
@@ -31,6 +41,7 @@ class TaskOut(BaseModel):
     finished_at: float | None = None
     placement: dict[str, Any] | None = None
     cancel_requested: bool = False
+    queue: QueueOut | None = Field(None, description="Waiting tasks only: reason, position, estimated start.")
     spec: dict[str, Any] | None = None
     plan: dict[str, Any] | None = None
 

@@ -12,18 +12,22 @@ from tacc_hub.schema import SpecError, load_yaml, spec_from_data, spec_from_tuxi
 from tacc_hub.store import TaskRecord, TaskStatus
 
 from .base import ApiError, ApiHandler
-from .controller import Conflict
+from .controller import Conflict, Controller
 from .models import DryRunOut, TaskListOut, TaskOut
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 
 
-def task_out(ctx_reason: str | None, rec: TaskRecord, *, full: bool = False) -> dict[str, Any]:
+def task_out(ctl: Controller, rec: TaskRecord, *, full: bool = False, explain: bool = True) -> dict[str, Any]:
+    """A task as the API shows it; ``explain=False`` skips the queue explanation (the submit hot path)."""
+    info = ctl.queue_info(rec) if explain else None
     return {
         "id": rec.id, "owner": rec.owner, "name": rec.name, "status": str(rec.status), "digest": rec.digest,
-        "reason": ctx_reason, "exit_code": rec.exit_code, "submitted_at": rec.submitted_at,
+        "reason": ctl.reason_for(rec) if explain else rec.reason, "exit_code": rec.exit_code, "submitted_at": rec.submitted_at,
         "started_at": rec.started_at, "finished_at": rec.finished_at, "placement": rec.placement,
         "cancel_requested": rec.cancel_requested,
+        "queue": None if info is None else {"reason": info.reason, "position": info.position,
+                                            "estimated_start": info.estimated_start, "detail": info.detail},
         **({"spec": rec.spec, "plan": rec.plan} if full else {}),
     }
 
@@ -64,7 +68,7 @@ class TasksHandler(ApiHandler):
             owner = wanted or (None if self.get_query_argument("all", "0") in ("1", "true") else self.user)
         recs, total = self.ctx.store.list_tasks(owner, states or None, limit, before)
         ctl = self.ctx.controller
-        tasks = [task_out(ctl.reason_for(r), r) for r in recs]
+        tasks = [task_out(ctl, r) for r in recs]
         next_before = recs[-1].id if len(recs) == limit and recs else None
         self.write_json({"tasks": tasks, "total": total, "next_before": next_before})
 
@@ -102,7 +106,7 @@ class TasksHandler(ApiHandler):
         except SpecError as exc:
             raise self.spec_error(exc) from None
         self.set_header("Location", f"/api/tasks/{rec.id}")
-        self.write_json(task_out(ctl.reason_for(rec), rec), status=201)
+        self.write_json(task_out(ctl, rec, explain=False), status=201)
 
 
 class TaskHandler(ApiHandler):
@@ -110,7 +114,7 @@ class TaskHandler(ApiHandler):
 
     def get(self, task_id: str) -> None:
         rec = self.visible_task(task_id)
-        self.write_json(task_out(self.ctx.controller.reason_for(rec), rec, full=True))
+        self.write_json(task_out(self.ctx.controller, rec, full=True))
 
 
 class CancelHandler(ApiHandler):
@@ -123,7 +127,7 @@ class CancelHandler(ApiHandler):
             rec = await self.ctx.controller.cancel(rec)
         except Conflict as exc:
             raise ApiError(409, str(exc)) from None
-        self.write_json(task_out(self.ctx.controller.reason_for(rec), rec))
+        self.write_json(task_out(self.ctx.controller, rec))
 
 
 def _confined(root: Path, rel: str) -> Path | None:

@@ -11,6 +11,8 @@ Invariants:
   executor when it starts and on every poll.
 * ``STARTING -> PENDING`` is a requeue and is legal only because nothing ran yet (the
   executor refused the submission or the placement went away before launch).
+* ``RUNNING -> PENDING`` is a preemption: the scheduler stopped a preemptible task (after its
+  checkpoint grace period) and it waits again, keeping its submission time.
 * ``LOST`` means the executor no longer knows the task *and* said so definitively; an
   executor that cannot be reached leaves the task where it is ("unknown" is never "gone").
 """
@@ -46,7 +48,7 @@ _S = TaskStatus
 TRANSITIONS: dict[TaskStatus, frozenset[TaskStatus]] = {
     _S.PENDING: frozenset({_S.STARTING, _S.CANCELLED}),
     _S.STARTING: frozenset({_S.RUNNING, _S.PENDING, _S.FAILED, _S.CANCELLING, _S.CANCELLED, _S.LOST}),
-    _S.RUNNING: frozenset({_S.SUCCEEDED, _S.FAILED, _S.CANCELLING, _S.LOST}),
+    _S.RUNNING: frozenset({_S.SUCCEEDED, _S.FAILED, _S.CANCELLING, _S.LOST, _S.PENDING}),
     _S.CANCELLING: frozenset({_S.CANCELLED, _S.LOST}),
     _S.SUCCEEDED: frozenset(),
     _S.FAILED: frozenset(),

@@ -58,13 +58,22 @@ def test_cancel_pending_task(service, tmp_path):
     blocker = write_task(tmp_path / "b", "name: blocker\ncode: .\nentrypoint: sleep 30\n"
                          "resources: {gpus_per_node: 2}\n")
     b = _submit(service, "carol", blocker)
-    api.wait_status(b, {"running"})
+    b_started = api.wait_status(b, {"running"})["started_at"]
     waiter = _submit(service, "carol", write_task(tmp_path / "w", "name: waiter\ncode: .\nentrypoint: echo hi\n"
                                                   "resources: {gpus_per_node: 1}\n"))
     t = api.wait_status(waiter, {"pending"})
     time.sleep(0.7)
     _, t = api.call("GET", f"/api/tasks/{waiter}")
-    assert t["status"] == "pending" and "resources" in (t["reason"] or "")
+    assert t["status"] == "pending" and t["reason"].startswith("Resources: needs 1 GPUs; 0 free")
+    q = t["queue"]
+    assert q["reason"] == "Resources" and q["position"] == 1
+    # the blocker's prediction is its time limit (no history): it should start when that runs out
+    assert b_started + 3600 - 5 <= q["estimated_start"] <= b_started + 3600 + 5
+    res = tcloud(service, "carol", "ps", "--plain")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.splitlines()[0].split()[-3:] == ["POS", "START", "REASON"]
+    row = next(line for line in res.stdout.splitlines() if line.startswith(f"{waiter} "))
+    assert "pending" in row and " 1 " in row and "in 59m" in row and "Resources" in row
     status, t = api.call("POST", f"/api/tasks/{waiter}/cancel")
     assert status == 200 and t["status"] == "cancelled"
     api.call("POST", f"/api/tasks/{b}/cancel")
@@ -109,7 +118,8 @@ def test_per_user_running_cap(service, tmp_path):
         api.wait_status(i, {"running"})
     time.sleep(1.2)
     _, fourth = api.call("GET", f"/api/tasks/{ids[3]}")
-    assert fourth["status"] == "pending" and "user limit" in fourth["reason"]
+    assert fourth["status"] == "pending" and "3 tasks running, the most allowed" in fourth["reason"]
+    assert fourth["queue"]["reason"] == "Quota"
     # another user is not held back by frank's cap
     other = _submit(service, "grace", write_task(tmp_path / "o", "name: quick\ncode: .\nentrypoint: \"true\"\n"))
     Api(service.url, service.token("grace")).wait_status(other, {"succeeded"})

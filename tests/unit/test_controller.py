@@ -10,7 +10,7 @@ import pytest
 
 from tacc_hub.compiler import SiteProfile
 from tacc_hub.executors import FakeExecutor, Observation
-from tacc_hub.scheduler import FifoPolicy
+from tacc_hub.scheduler.policies import FifoGang
 from tacc_hub.schema import SpecError, spec_from_data
 from tacc_hub.service.controller import Conflict, Controller
 from tacc_hub.snapshot import CodeStore, digest_of, pack
@@ -36,7 +36,8 @@ def env(tmp_path):
 
 def make(env, executor=None, cap=10):
     store, codes, site, _ = env
-    return Controller(store, executor or FakeExecutor(gpus=4), site, FifoPolicy(cap), codes, poll_interval=0.05)
+    return Controller(store, executor or FakeExecutor(gpus=4), site, FifoGang(), codes, poll_interval=0.05,
+                      max_running_per_user=cap)
 
 
 def spec(env, gpus=0, **kw):
@@ -100,7 +101,7 @@ async def test_cancel_pending_and_running(env):
         b = await ctl.submit("alice", spec(env, gpus=1))
         await until(lambda: ctl.store.get(a.id).status == S.RUNNING)
         done = await ctl.cancel(ctl.store.get(b.id))
-        assert done.status == S.CANCELLED and b.id not in ctl.pending
+        assert done.status == S.CANCELLED and b.id not in ctl.queue.waiting
         await ctl.cancel(ctl.store.get(a.id))
         await until(lambda: ctl.store.get(a.id).status == S.CANCELLED)
         assert ex.cancelled == [a.id]

@@ -1,0 +1,187 @@
+"""The live queue: the service's tasks as a policy sees them, and the policy's answers checked.
+
+``LiveQueue`` keeps the waiting and running tasks (``TaskView``) and the
+``ClusterState``. ``plan(now, quotas)`` builds a ``View``, asks the policy, checks
+every action against the contract (``policy``) and returns the starts (slots
+already allocated in the cluster) and the preemptions for the caller to carry
+out. The same policy code runs here and in the simulator.
+
+Live differences from the simulator, each deliberate:
+- A preempted task is told to stop and given a grace period to checkpoint; its
+  slots stay held until it has exited (``preempting``), and it is not shown to
+  the policy as running meanwhile (it cannot be preempted twice). A start that
+  needed those slots is simply not made now: the next pass, after the exit,
+  decides again.
+- ``max_running`` (tasks per user, GPU or not) is applied before the policy:
+  a user at the cap has no task in the view; ``explain`` says why.
+
+Invariants:
+- No GPU slot is handed out twice (``ClusterState.allocate`` is all-or-nothing
+  and refuses held slots); no start takes a user or group above its quota cap;
+  only preemptible running tasks are preempted. An action that breaks the
+  contract is dropped and logged, never applied.
+- ``waiting`` is in id order (submission order): the order a policy's ties use.
+- Pure apart from logging: no I/O, no clock (``now`` is passed in).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+
+from .cluster import ClusterState, NodeSlots, Placement
+from .explain import explain as generic_explain
+from .explain import held_by, quota_block
+from .policy import Explanation, Policy, Preempt, Quotas, Start, TaskView, View, Wake
+
+log = logging.getLogger("tacc_hub.scheduler")
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    starts: list[Start]
+    preempts: list[Preempt]
+    wake_at: float | None = None  # the policy asked to be called again at this time
+
+
+class LiveQueue:
+    def __init__(self, cluster: ClusterState, policy: Policy, max_running: int | None = None) -> None:
+        self.cluster = cluster
+        self.policy = policy
+        self.max_running = max_running
+        self.waiting: dict[int, TaskView] = {}
+        self.running: dict[int, TaskView] = {}
+        self.preempting: set[int] = set()
+
+    # --- bookkeeping ---------------------------------------------------------------------
+
+    def add(self, task: TaskView) -> None:
+        """A task enters the queue (submitted, recovered, or requeued)."""
+        last = next(reversed(self.waiting), None) if self.waiting else None
+        self.waiting[task.id] = task
+        if last is not None and task.id < last:
+            self.waiting = dict(sorted(self.waiting.items()))
+
+    def adopt(self, task: TaskView, placement: Placement, start: float) -> None:
+        """A task found running at recovery."""
+        self.cluster.adopt(task.id, placement)
+        self.running[task.id] = replace(task, start=start, placement=placement)
+
+    def drop(self, task_id: int) -> None:
+        """A task left for good (cancelled while waiting, or ended): forget it and free its slots."""
+        self.waiting.pop(task_id, None)
+        self.running.pop(task_id, None)
+        self.preempting.discard(task_id)
+        self.cluster.release(task_id)
+
+    def requeue(self, task_id: int, now: float) -> TaskView | None:
+        """A preempted task has stopped: free its slots; it waits again, keeping its submit time."""
+        t = self.running.pop(task_id, None)
+        self.preempting.discard(task_id)
+        self.cluster.release(task_id)
+        if t is None:
+            return None
+        ran = max(0.0, now - t.start) if t.start is not None else 0.0
+        back = replace(t, start=None, placement=None, queued=now, attained=t.attained + t.gpus * ran,
+                       done=t.done + ran * t.rate)
+        self.add(back)
+        return back
+
+    def unstart(self, task_id: int) -> None:
+        """A start that could not be carried out (cancelled meanwhile): free the slots, forget the task."""
+        self.drop(task_id)
+
+    # --- a pass --------------------------------------------------------------------------
+
+    def view(self, now: float, quotas: Quotas | None = None) -> View:
+        waiting = self.waiting
+        if self.max_running is not None:
+            counts: dict[str, int] = {}
+            for t in self.running.values():
+                counts[t.owner] = counts.get(t.owner, 0) + 1
+            if any(c >= self.max_running for c in counts.values()):
+                waiting = {k: t for k, t in waiting.items() if counts.get(t.owner, 0) < self.max_running}
+        running = self.running if not self.preempting else {
+            k: t for k, t in self.running.items() if k not in self.preempting}
+        return View(now, waiting, running, self.cluster.view(), quotas)
+
+    def plan(self, now: float, quotas: Quotas | None = None) -> Plan:
+        if not self.waiting:
+            return Plan([], [])
+        view = self.view(now, quotas)
+        if not view.waiting:
+            return Plan([], [])
+        actions = self.policy.schedule(view)
+        users, groups = held_by(self.running.values())
+        starts: list[Start] = []
+        preempts: list[Preempt] = []
+        wake: float | None = None
+        per_user: dict[str, int] = {}  # running tasks per user, for max_running
+        for r in self.running.values():
+            per_user[r.owner] = per_user.get(r.owner, 0) + 1
+        for a in actions:
+            if isinstance(a, Wake):
+                wake = a.at if wake is None else min(wake, a.at)
+            elif isinstance(a, Preempt):
+                t = view.running.get(a.task_id)
+                if t is None or not t.preemptible:
+                    log.error("policy %s: preemption of task %s refused (not a preemptible running task)",
+                              self.policy.name, a.task_id)
+                    continue
+                self.preempting.add(a.task_id)
+                preempts.append(a)
+            elif isinstance(a, Start):
+                t = view.waiting.get(a.task_id)
+                if t is not None and t.gpus == 0 and not a.placement.nodes:
+                    a = replace(a, placement=self._cpu_placement(t))
+                if t is None or not self._start_ok(t, a.placement, quotas, users, groups, per_user):
+                    continue
+                try:
+                    self.cluster.allocate(t.id, a.placement)
+                except ValueError:
+                    continue  # slots of a task still stopping after preemption: decided again next pass
+                del self.waiting[t.id]
+                self.running[t.id] = replace(t, start=now, placement=a.placement)
+                users[t.owner] = users.get(t.owner, 0) + t.gpus
+                groups[t.group] = groups.get(t.group, 0) + t.gpus
+                per_user[t.owner] = per_user.get(t.owner, 0) + 1
+                starts.append(a)
+        return Plan(starts, preempts, wake)
+
+    def _cpu_placement(self, t: TaskView) -> Placement:
+        """A task without GPUs still runs on nodes: the first ones (policies place GPUs only)."""
+        names = list(self.cluster.nodes)[: max(1, t.nodes)]
+        return Placement(nodes=[NodeSlots(node=n, gpus=[]) for n in names])
+
+    def _start_ok(self, t: TaskView, placement: Placement, quotas: Quotas | None, users: dict[str, int],
+                  groups: dict[str, int], per_user: dict[str, int]) -> bool:
+        why = None
+        if placement.gpu_count != t.gpus or (not t.flexible and (
+                len(placement.nodes) != t.nodes or any(len(s.gpus) != t.gpus_per_node for s in placement.nodes))):
+            why = f"placement {placement} is not the task's shape {t.nodes} x {t.gpus_per_node}"
+        elif len({s.node for s in placement.nodes}) != len(placement.nodes):
+            why = "a node appears twice"
+        elif quota_block(t, quotas, users, groups) is not None:
+            why = f"quota: {quota_block(t, quotas, users, groups)}"
+        elif self.max_running is not None and per_user.get(t.owner, 0) >= self.max_running:
+            return False  # the user reached the cap within this pass: the next pass explains it
+        if why is not None:
+            log.error("policy %s: start of task %s refused: %s", self.policy.name, t.id, why)
+            return False
+        return True
+
+    # --- explaining ----------------------------------------------------------------------
+
+    def explain(self, now: float, quotas: Quotas | None = None) -> dict[int, Explanation]:
+        """Why each waiting task waits, its position and estimated start (see ``explain``)."""
+        view = self.view(now, quotas)
+        fn = getattr(self.policy, "explain", None)
+        out: dict[int, Explanation] = fn(view) if fn is not None else generic_explain(view, list(view.waiting.values()))
+        if len(view.waiting) < len(self.waiting):
+            n = len(out)
+            for tid, t in self.waiting.items():
+                if tid not in view.waiting:
+                    n += 1
+                    out[tid] = Explanation("Quota", n, None,
+                                           f"user {t.owner} has {self.max_running} tasks running, the most allowed")
+        return out

@@ -1,0 +1,180 @@
+"""The live queue (policy answers checked before they touch the cluster), queue explanations, run-time history."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from tacc_hub.scheduler import ClusterState, Node, NodeSlots, Placement
+from tacc_hub.scheduler.explain import explain, project
+from tacc_hub.scheduler.history import DurationHistory
+from tacc_hub.scheduler.policies import FifoGang
+from tacc_hub.scheduler.policy import Action, Limits, Preempt, Quotas, Start, TaskView, View, Wake
+from tacc_hub.scheduler.queue import LiveQueue
+
+
+def tv(i: int, gpus: int = 1, nodes: int = 1, owner: str = "u", group: str = "g", predicted: float = 100.0,
+       **kw) -> TaskView:
+    return TaskView(id=i, owner=owner, group=group, submit=float(i), nodes=nodes, gpus_per_node=gpus,
+                    predicted=predicted, **kw)
+
+
+def cluster(n: int = 2, gpus: int = 4, per_switch: int = 0) -> ClusterState:
+    return ClusterState([Node(f"n{i}", gpus, switch=str(i // per_switch) if per_switch else "0") for i in range(n)])
+
+
+def at(node: str, *gpus: int) -> Placement:
+    return Placement(nodes=[NodeSlots(node=node, gpus=list(gpus))])
+
+
+class Scripted:
+    """A policy that answers what it is told to (to test that the queue checks answers)."""
+
+    name: ClassVar[str] = "scripted"
+    preemptive: ClassVar[bool] = True
+    oracle: ClassVar[bool] = False
+
+    def __init__(self, actions: list[Action]) -> None:
+        self.actions = actions
+        self.seen: list[View] = []
+
+    def schedule(self, view: View) -> list[Action]:
+        self.seen.append(view)
+        return self.actions
+
+
+def test_fifo_starts_what_fits_and_allocates():
+    q = LiveQueue(cluster(), FifoGang())
+    for i in (1, 2, 3):
+        q.add(tv(i, gpus=4))
+    plan = q.plan(0.0)
+    assert [s.task_id for s in plan.starts] == [1, 2]
+    assert set(q.running) == {1, 2} and list(q.waiting) == [3]
+    assert sorted(q.cluster.held) == [1, 2]
+
+
+def test_a_slot_given_twice_is_refused():
+    q = LiveQueue(cluster(), Scripted([Start(1, at("n0", 0, 1)), Start(2, at("n0", 1))]))
+    q.add(tv(1, gpus=2))
+    q.add(tv(2, gpus=1))
+    plan = q.plan(0.0)
+    assert [s.task_id for s in plan.starts] == [1]
+    assert 2 in q.waiting and q.cluster.nodes["n0"].holders == {0: 1, 1: 1}
+
+
+def test_wrong_shape_and_unknown_task_are_refused():
+    q = LiveQueue(cluster(), Scripted([Start(1, at("n0", 0)), Start(9, at("n1", 0))]))
+    q.add(tv(1, gpus=2))
+    assert q.plan(0.0).starts == [] and not q.cluster.held
+
+
+def test_quota_cap_is_enforced_even_against_the_policy():
+    quotas = Quotas(users={"u": Limits(max_gpus=2)})
+    q = LiveQueue(cluster(), Scripted([Start(1, at("n0", 0, 1)), Start(2, at("n1", 0))]))
+    q.add(tv(1, gpus=2))
+    q.add(tv(2, gpus=1))
+    plan = q.plan(0.0, quotas)
+    assert [s.task_id for s in plan.starts] == [1]
+    ex = q.explain(1.0, quotas)
+    assert ex[2].reason == "Quota" and "at most 2" in ex[2].detail
+
+
+def test_exhausted_budget_blocks_with_quota_reason_and_no_estimate():
+    quotas = Quotas(exhausted=frozenset({"group:g"}))
+    q = LiveQueue(cluster(), Scripted([Start(1, at("n0", 0))]))
+    q.add(tv(1))
+    assert q.plan(0.0, quotas).starts == []
+    ex = q.explain(0.0, quotas)[1]
+    assert ex.reason == "Quota" and ex.estimated_start is None and "GPU-hours" in ex.detail
+
+
+def test_preemption_only_of_preemptible_tasks_and_requeue_keeps_place():
+    c = cluster(n=1)
+    q = LiveQueue(c, Scripted([]))
+    q.adopt(tv(1, gpus=2, preemptible=False), at("n0", 0, 1), start=0.0)
+    q.adopt(tv(2, gpus=2, preemptible=True), at("n0", 2, 3), start=0.0)
+    q.add(tv(3, gpus=4))
+    q.policy = Scripted([Preempt(1), Preempt(2), Start(3, at("n0", 0, 1, 2, 3))])
+    plan = q.plan(10.0)
+    assert [p.task_id for p in plan.preempts] == [2]  # never the non-preemptible one
+    assert plan.starts == []  # task 2 still holds its slots during its grace period
+    assert q.preempting == {2}
+    q.policy = Scripted([])
+    q.plan(11.0)
+    assert 2 not in q.policy.seen[-1].running  # a task being preempted is not offered again
+    back = q.requeue(2, 20.0)
+    assert back is not None and back.submit == 2.0 and back.attained == 2 * 20.0 and back.start is None
+    assert list(q.waiting) == [2, 3]  # its place by submission, ahead of the later task
+    assert c.nodes["n0"].holders == {0: 1, 1: 1}
+
+
+def test_max_running_keeps_tasks_out_of_the_view_and_explains():
+    q = LiveQueue(cluster(), FifoGang(), max_running=1)
+    q.add(tv(1, owner="a"))
+    q.add(tv(2, owner="a"))
+    q.add(tv(3, owner="b"))
+    assert [s.task_id for s in q.plan(0.0).starts] == [1, 3]
+    ex = q.explain(0.0)
+    assert ex[2].reason == "Quota" and "1 tasks running" in ex[2].detail
+
+
+def test_cpu_task_gets_a_node_without_gpus():
+    q = LiveQueue(cluster(), FifoGang())
+    q.add(tv(1, gpus=0))
+    plan = q.plan(0.0)
+    assert plan.starts[0].placement.nodes == [NodeSlots(node="n0", gpus=[])]
+
+
+def test_wake_is_passed_on():
+    q = LiveQueue(cluster(), Scripted([Wake(50.0), Wake(40.0)]))
+    q.add(tv(1))
+    assert q.plan(0.0).wake_at == 40.0
+
+
+def test_explain_reasons_positions_and_estimates():
+    c = cluster(n=2, gpus=4, per_switch=1)  # two switches of one node each
+    c.allocate(100, at("n0", 0, 1, 2))
+    running = {100: tv(100, gpus=3, predicted=50.0, start=0.0, placement=at("n0", 0, 1, 2))}
+    waiting = {
+        1: tv(1, gpus=8),  # more than free: Resources
+        2: tv(2, gpus=2, nodes=2, spread_ok=False),  # 5 free but not 2 x 2 on one switch: Topology
+        3: tv(3, gpus=1),  # fits: waits behind others
+    }
+    view = View(10.0, waiting, running, c.view())
+    ex = explain(view, list(waiting.values()))
+    assert [ex[i].position for i in (1, 2, 3)] == [1, 2, 3]
+    assert ex[1].reason == "Resources" and ex[2].reason == "Topology" and ex[3].reason == "Priority"
+    # task 1 needs all 8: it starts when task 100 ends (predicted end 50)
+    assert ex[1].estimated_start == 50.0
+    # and the others after task 1 (predicted 100 s)
+    assert ex[2].estimated_start == 150.0 and ex[3].estimated_start == 150.0
+    assert all(e.estimated_start is not None and e.estimated_start >= view.now for e in ex.values())
+
+
+def test_project_skips_tasks_larger_than_the_cluster():
+    c = cluster(n=1, gpus=2)
+    view = View(0.0, {1: tv(1, gpus=4), 2: tv(2, gpus=1)}, {}, c.view())
+    assert project(view, list(view.waiting.values())) == {2: 0.0}
+
+
+def test_history_prefers_the_closest_evidence_and_caps_at_the_limit():
+    h = DurationHistory()
+    assert h.predict("a", "train", "d1", 600) == 600 and h.source("a", "train", "d1") == "time limit"
+    for x in (100, 120, 110):
+        h.observe("a", "train", "d1", x)
+    h.observe("a", "train", "d2", 400)
+    h.observe("a", "eval", "d3", 5)
+    assert h.predict("a", "train", "d1", 600) == 110
+    assert h.predict("a", "train", "d9", 600) == 115  # same name: median of 100, 110, 120, 400
+    assert h.predict("a", "other", "d9", 600) == 110  # the user's runs: median of all five
+    assert h.predict("a", "train", "d2", 300) == 300  # never above the limit
+    assert h.predict("b", "train", "d1", 900) == 900  # other users' runs are not evidence
+    assert h.source("a", "train", "d1") == "same task (3 runs)"
+
+
+def test_history_memory_is_bounded():
+    h = DurationHistory(keep=3, max_keys=10)
+    for i in range(100):
+        h.observe(f"u{i}", "n", "d", float(i))
+        h.observe("a", "n", "d", float(i))
+    assert len(h._runs) <= 11
+    assert h.predict("a", "n", "d", 1e9) == 98.0  # the last three runs: 97, 98, 99
