@@ -1,9 +1,6 @@
-"""Scheduler: policy over cluster state. Imports only the schema; pure."""
+"""Scheduler: policies over cluster state, the live queue, and the trace simulator. Imports only the schema; pure."""
 
 from .cluster import ClusterState, Node, NodeSlots, Placement
-from .fifo import Decision, FifoPolicy, Request, Waiting, never_fits, place
+from .fits import Request, never_fits
 
-__all__ = [
-    "ClusterState", "Decision", "FifoPolicy", "Node", "NodeSlots", "Placement", "Request", "Waiting",
-    "never_fits", "place",
-]
+__all__ = ["ClusterState", "Node", "NodeSlots", "Placement", "Request", "never_fits"]

@@ -14,6 +14,10 @@ Live differences from the simulator, each deliberate:
   decides again.
 - ``max_running`` (tasks per user, GPU or not) is applied before the policy:
   a user at the cap has no task in the view; ``explain`` says why.
+- Node constraints (a partition, a GPU type) are kept out of the policy
+  contract: tasks that have one are scheduled in a pass of their own over the
+  eligible nodes only (one pass per constraint, then one for the rest over all
+  nodes, each seeing the slots taken by the passes before it).
 
 Invariants:
 - No GPU slot is handed out twice (``ClusterState.allocate`` is all-or-nothing
@@ -52,11 +56,14 @@ class LiveQueue:
         self.waiting: dict[int, TaskView] = {}
         self.running: dict[int, TaskView] = {}
         self.preempting: set[int] = set()
+        self.constraints: dict[int, tuple[str | None, str | None]] = {}  # task -> (partition, gpu type)
 
     # --- bookkeeping ---------------------------------------------------------------------
 
-    def add(self, task: TaskView) -> None:
-        """A task enters the queue (submitted, recovered, or requeued)."""
+    def add(self, task: TaskView, partition: str | None = None, gpu_type: str | None = None) -> None:
+        """A task enters the queue (submitted, recovered, or requeued); it may run only on such nodes."""
+        if partition is not None or gpu_type is not None:
+            self.constraints[task.id] = (partition, gpu_type)
         last = next(reversed(self.waiting), None) if self.waiting else None
         self.waiting[task.id] = task
         if last is not None and task.id < last:
@@ -72,6 +79,7 @@ class LiveQueue:
         self.waiting.pop(task_id, None)
         self.running.pop(task_id, None)
         self.preempting.discard(task_id)
+        self.constraints.pop(task_id, None)
         self.cluster.release(task_id)
 
     def requeue(self, task_id: int, now: float) -> TaskView | None:
@@ -93,7 +101,8 @@ class LiveQueue:
 
     # --- a pass --------------------------------------------------------------------------
 
-    def view(self, now: float, quotas: Quotas | None = None) -> View:
+    def _pools(self) -> list[tuple[dict[int, TaskView], set[str] | None]]:
+        """The passes: (waiting tasks, eligible node names or None for all), constrained pools first."""
         waiting = self.waiting
         if self.max_running is not None:
             counts: dict[str, int] = {}
@@ -101,16 +110,55 @@ class LiveQueue:
                 counts[t.owner] = counts.get(t.owner, 0) + 1
             if any(c >= self.max_running for c in counts.values()):
                 waiting = {k: t for k, t in waiting.items() if counts.get(t.owner, 0) < self.max_running}
+        if not self.constraints or not any(k in self.constraints for k in waiting):
+            return [(waiting, None)]
+        pools: dict[tuple[str | None, str | None], dict[int, TaskView]] = {}
+        rest: dict[int, TaskView] = {}
+        for k, t in waiting.items():
+            c = self.constraints.get(k)
+            (rest if c is None else pools.setdefault(c, {}))[k] = t
+        out: list[tuple[dict[int, TaskView], set[str] | None]] = []
+        for (part, gtype), tasks in sorted(pools.items(), key=lambda e: (e[0][0] or "", e[0][1] or "")):
+            names = {n.name for n in self.cluster.nodes.values()
+                     if (part is None or n.partition == part) and (gtype is None or n.gpu_type == gtype)}
+            out.append((tasks, names))
+        if rest:
+            out.append((rest, None))
+        return out
+
+    def _view(self, now: float, quotas: Quotas | None, waiting: dict[int, TaskView],
+              names: set[str] | None) -> View:
         running = self.running if not self.preempting else {
             k: t for k, t in self.running.items() if k not in self.preempting}
-        return View(now, waiting, running, self.cluster.view(), quotas)
+        nodes = self.cluster.view()
+        if names is not None:
+            nodes = tuple(n for n in nodes if n.name in names)
+            running = {k: t for k, t in running.items()
+                       if t.placement is not None and all(s.node in names for s in t.placement.nodes)}
+        return View(now, waiting, running, nodes, quotas)
+
+    def views(self, now: float, quotas: Quotas | None = None) -> list[View]:
+        """The views of one pass as the cluster is now (see the module docstring)."""
+        return [self._view(now, quotas, w, names) for w, names in self._pools()]
 
     def plan(self, now: float, quotas: Quotas | None = None) -> Plan:
         if not self.waiting:
             return Plan([], [])
-        view = self.view(now, quotas)
-        if not view.waiting:
-            return Plan([], [])
+        starts: list[Start] = []
+        preempts: list[Preempt] = []
+        wake: float | None = None
+        for waiting, names in self._pools():
+            if not waiting:
+                continue
+            s, p, w = self._pass(self._view(now, quotas, waiting, names))  # sees the slots taken before
+            starts += s
+            preempts += p
+            if w is not None:
+                wake = w if wake is None else min(wake, w)
+        return Plan(starts, preempts, wake)
+
+    def _pass(self, view: View) -> tuple[list[Start], list[Preempt], float | None]:
+        now = view.now
         actions = self.policy.schedule(view)
         users, groups = held_by(self.running.values())
         starts: list[Start] = []
@@ -124,7 +172,7 @@ class LiveQueue:
                 wake = a.at if wake is None else min(wake, a.at)
             elif isinstance(a, Preempt):
                 t = view.running.get(a.task_id)
-                if t is None or not t.preemptible:
+                if t is None or not t.preemptible or a.task_id in self.preempting:
                     log.error("policy %s: preemption of task %s refused (not a preemptible running task)",
                               self.policy.name, a.task_id)
                     continue
@@ -133,8 +181,8 @@ class LiveQueue:
             elif isinstance(a, Start):
                 t = view.waiting.get(a.task_id)
                 if t is not None and t.gpus == 0 and not a.placement.nodes:
-                    a = replace(a, placement=self._cpu_placement(t))
-                if t is None or not self._start_ok(t, a.placement, quotas, users, groups, per_user):
+                    a = replace(a, placement=self._cpu_placement(t, view))
+                if t is None or not self._start_ok(t, a.placement, view, users, groups, per_user):
                     continue
                 try:
                     self.cluster.allocate(t.id, a.placement)
@@ -146,21 +194,25 @@ class LiveQueue:
                 groups[t.group] = groups.get(t.group, 0) + t.gpus
                 per_user[t.owner] = per_user.get(t.owner, 0) + 1
                 starts.append(a)
-        return Plan(starts, preempts, wake)
+        return starts, preempts, wake
 
-    def _cpu_placement(self, t: TaskView) -> Placement:
-        """A task without GPUs still runs on nodes: the first ones (policies place GPUs only)."""
-        names = list(self.cluster.nodes)[: max(1, t.nodes)]
+    def _cpu_placement(self, t: TaskView, view: View) -> Placement:
+        """A task without GPUs still runs on nodes: the first eligible ones (policies place GPUs only)."""
+        names = [n.name for n in view.nodes][: max(1, t.nodes)]
         return Placement(nodes=[NodeSlots(node=n, gpus=[]) for n in names])
 
-    def _start_ok(self, t: TaskView, placement: Placement, quotas: Quotas | None, users: dict[str, int],
+    def _start_ok(self, t: TaskView, placement: Placement, view: View, users: dict[str, int],
                   groups: dict[str, int], per_user: dict[str, int]) -> bool:
+        quotas = view.quotas
+        eligible = {n.name for n in view.nodes}
         why = None
         if placement.gpu_count != t.gpus or (not t.flexible and (
                 len(placement.nodes) != t.nodes or any(len(s.gpus) != t.gpus_per_node for s in placement.nodes))):
             why = f"placement {placement} is not the task's shape {t.nodes} x {t.gpus_per_node}"
         elif len({s.node for s in placement.nodes}) != len(placement.nodes):
             why = "a node appears twice"
+        elif any(s.node not in eligible for s in placement.nodes):
+            why = "a node outside the task's partition or GPU type"
         elif quota_block(t, quotas, users, groups) is not None:
             why = f"quota: {quota_block(t, quotas, users, groups)}"
         elif self.max_running is not None and per_user.get(t.owner, 0) >= self.max_running:
@@ -174,13 +226,17 @@ class LiveQueue:
 
     def explain(self, now: float, quotas: Quotas | None = None) -> dict[int, Explanation]:
         """Why each waiting task waits, its position and estimated start (see ``explain``)."""
-        view = self.view(now, quotas)
         fn = getattr(self.policy, "explain", None)
-        out: dict[int, Explanation] = fn(view) if fn is not None else generic_explain(view, list(view.waiting.values()))
-        if len(view.waiting) < len(self.waiting):
+        out: dict[int, Explanation] = {}
+        for view in self.views(now, quotas):
+            got = fn(view) if fn is not None else generic_explain(view, list(view.waiting.values()))
+            if len(out):  # positions count over the passes, in the order they are served
+                got = {k: replace(e, position=e.position + len(out)) for k, e in got.items()}
+            out.update(got)
+        if len(out) < len(self.waiting):
             n = len(out)
             for tid, t in self.waiting.items():
-                if tid not in view.waiting:
+                if tid not in out:
                     n += 1
                     out[tid] = Explanation("Quota", n, None,
                                            f"user {t.owner} has {self.max_running} tasks running, the most allowed")

@@ -158,8 +158,9 @@ class Controller:
         predicted = self.history.predict(owner, name, digest, limit)
         return task_view(task_id, owner, self.group_of(owner), submitted_at, spec, predicted)
 
-    def _enqueue(self, view: TaskView) -> None:
-        self.queue.add(view)
+    def _enqueue(self, view: TaskView, spec: dict[str, Any]) -> None:
+        r = spec.get("resources", {})
+        self.queue.add(view, r.get("partition"), r.get("gpu_type"))
         self._changed = True
 
     def _learn_history(self, pages: int = 4) -> None:
@@ -189,12 +190,12 @@ class Controller:
             limit = int(plan.get("resources", {}).get("time_limit", 3600))
             view = self._view(rec.id, rec.owner, rec.name, rec.digest, rec.submitted_at, rec.spec or {})
             if rec.status == S.PENDING:
-                self._enqueue(view)
+                self._enqueue(view, rec.spec or {})
                 continue
             if rec.status == S.STARTING and not rec.executor_state:
                 self.store.transition(rec.id, S.PENDING, expected=S.STARTING, placement=None,
                                       reason="requeued: the service restarted before the task was launched")
-                self._enqueue(view)
+                self._enqueue(view, rec.spec or {})
                 continue
             placement = Placement.model_validate(rec.placement) if rec.placement else None
             if placement is not None:
@@ -234,7 +235,7 @@ class Controller:
             owner=owner, name=spec.name, digest=plan.task_digest, spec=dumped,
             plan=plan.model_dump(mode="json"), submitted_at=time.time(),
         ))
-        self._enqueue(self._view(rec.id, owner, spec.name, plan.task_digest, rec.submitted_at, dumped))
+        self._enqueue(self._view(rec.id, owner, spec.name, plan.task_digest, rec.submitted_at, dumped), dumped)
         self.wake()
         return rec
 

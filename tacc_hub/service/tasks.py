@@ -23,7 +23,8 @@ def task_out(ctl: Controller, rec: TaskRecord, *, full: bool = False, explain: b
     info = ctl.queue_info(rec) if explain else None
     return {
         "id": rec.id, "owner": rec.owner, "name": rec.name, "status": str(rec.status), "digest": rec.digest,
-        "reason": ctl.reason_for(rec) if explain else rec.reason, "exit_code": rec.exit_code, "submitted_at": rec.submitted_at,
+        "reason": ctl.reason_for(rec) if explain else rec.reason, "exit_code": rec.exit_code,
+        "submitted_at": rec.submitted_at,
         "started_at": rec.started_at, "finished_at": rec.finished_at, "placement": rec.placement,
         "cancel_requested": rec.cancel_requested,
         "queue": None if info is None else {"reason": info.reason, "position": info.position,

@@ -178,3 +178,30 @@ def test_history_memory_is_bounded():
         h.observe("a", "n", "d", float(i))
     assert len(h._runs) <= 11
     assert h.predict("a", "n", "d", 1e9) == 98.0  # the last three runs: 97, 98, 99
+
+
+def test_partition_and_gpu_type_passes_use_only_eligible_nodes():
+    c = ClusterState([Node("a", 2, partition="p1", gpu_type="v100"), Node("b", 2, partition="p2", gpu_type="a100")])
+    q = LiveQueue(c, FifoGang())
+    q.add(tv(1, gpus=2), partition="p2")
+    q.add(tv(2, gpus=1), gpu_type="v100")
+    q.add(tv(3, gpus=1), partition="p1", gpu_type="a100")  # no such node: never starts
+    q.add(tv(4, gpus=1))
+    plan = q.plan(0.0)
+    where = {s.task_id: [n.node for n in s.placement.nodes] for s in plan.starts}
+    assert where == {1: ["b"], 2: ["a"], 4: ["a"]}
+    assert list(q.waiting) == [3]
+    ex = q.explain(0.0)
+    assert ex[3].reason == "Resources" and ex[3].estimated_start is None
+
+
+class Misplacing(Scripted):
+    def schedule(self, view: View) -> list[Action]:
+        return [Start(t.id, at("a", 0)) for t in view.waiting.values()]
+
+
+def test_a_start_outside_the_tasks_partition_is_refused():
+    c = ClusterState([Node("a", 2, partition="p1"), Node("b", 2, partition="p2")])
+    q = LiveQueue(c, Misplacing([]))
+    q.add(tv(1), partition="p2")
+    assert q.plan(0.0).starts == [] and not c.held
