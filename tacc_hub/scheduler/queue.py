@@ -14,6 +14,9 @@ Live differences from the simulator, each deliberate:
   decides again.
 - ``max_running`` (tasks per user, GPU or not) is applied before the policy:
   a user at the cap has no task in the view; ``explain`` says why.
+- A policy that does not declare ``quota_aware = True`` never sees quotas:
+  the queue keeps the tasks a quota blocks out of its view, and refuses (quietly)
+  a start that would cross a cap within the pass.
 - Node constraints (a partition, a GPU type) are kept out of the policy
   contract: tasks that have one are scheduled in a pass of their own over the
   eligible nodes only (one pass per constraint, then one for the rest over all
@@ -130,12 +133,36 @@ class LiveQueue:
               names: set[str] | None) -> View:
         running = self.running if not self.preempting else {
             k: t for k, t in self.running.items() if k not in self.preempting}
+        if quotas is not None and not getattr(self.policy, "quota_aware", False):
+            waiting = self._unblocked(waiting, quotas)
+            quotas = None
         nodes = self.cluster.view()
         if names is not None:
             nodes = tuple(n for n in nodes if n.name in names)
             running = {k: t for k, t in running.items()
                        if t.placement is not None and all(s.node in names for s in t.placement.nodes)}
         return View(now, waiting, running, nodes, quotas)
+
+    def _unblocked(self, waiting: dict[int, TaskView], q: Quotas) -> dict[int, TaskView]:
+        """The tasks no quota keeps from starting now (for policies that do not read quotas)."""
+        users, groups = held_by(self.running.values())
+        room: dict[tuple[str, str], float] = {}  # (user, group) -> GPUs the pair may still take
+        inf = float("inf")
+        out: dict[int, TaskView] = {}
+        for k, t in waiting.items():
+            key = (t.owner, t.group)
+            r = room.get(key)
+            if r is None:
+                if f"user:{t.owner}" in q.exhausted or f"group:{t.group}" in q.exhausted:
+                    r = -1.0
+                else:
+                    cu, cg = q.user(t.owner).max_gpus, q.group(t.group).max_gpus
+                    r = min(inf if cu is None else cu - users.get(t.owner, 0),
+                            inf if cg is None else cg - groups.get(t.group, 0))
+                room[key] = r
+            if t.gpus <= r:
+                out[k] = t
+        return out
 
     def views(self, now: float, quotas: Quotas | None = None) -> list[View]:
         """The views of one pass as the cluster is now (see the module docstring)."""
@@ -150,14 +177,14 @@ class LiveQueue:
         for waiting, names in self._pools():
             if not waiting:
                 continue
-            s, p, w = self._pass(self._view(now, quotas, waiting, names))  # sees the slots taken before
+            s, p, w = self._pass(self._view(now, quotas, waiting, names), quotas)  # sees the slots taken before
             starts += s
             preempts += p
             if w is not None:
                 wake = w if wake is None else min(wake, w)
         return Plan(starts, preempts, wake)
 
-    def _pass(self, view: View) -> tuple[list[Start], list[Preempt], float | None]:
+    def _pass(self, view: View, quotas: Quotas | None) -> tuple[list[Start], list[Preempt], float | None]:
         now = view.now
         actions = self.policy.schedule(view)
         users, groups = held_by(self.running.values())
@@ -182,7 +209,7 @@ class LiveQueue:
                 t = view.waiting.get(a.task_id)
                 if t is not None and t.gpus == 0 and not a.placement.nodes:
                     a = replace(a, placement=self._cpu_placement(t, view))
-                if t is None or not self._start_ok(t, a.placement, view, users, groups, per_user):
+                if t is None or not self._start_ok(t, a.placement, view, quotas, users, groups, per_user):
                     continue
                 try:
                     self.cluster.allocate(t.id, a.placement)
@@ -201,9 +228,8 @@ class LiveQueue:
         names = [n.name for n in view.nodes][: max(1, t.nodes)]
         return Placement(nodes=[NodeSlots(node=n, gpus=[]) for n in names])
 
-    def _start_ok(self, t: TaskView, placement: Placement, view: View, users: dict[str, int],
-                  groups: dict[str, int], per_user: dict[str, int]) -> bool:
-        quotas = view.quotas
+    def _start_ok(self, t: TaskView, placement: Placement, view: View, quotas: Quotas | None,
+                  users: dict[str, int], groups: dict[str, int], per_user: dict[str, int]) -> bool:
         eligible = {n.name for n in view.nodes}
         why = None
         if placement.gpu_count != t.gpus or (not t.flexible and (
@@ -214,6 +240,8 @@ class LiveQueue:
         elif any(s.node not in eligible for s in placement.nodes):
             why = "a node outside the task's partition or GPU type"
         elif quota_block(t, quotas, users, groups) is not None:
+            if view.quotas is None:  # a quota-unaware policy: the queue applies the quotas
+                return False
             why = f"quota: {quota_block(t, quotas, users, groups)}"
         elif self.max_running is not None and per_user.get(t.owner, 0) >= self.max_running:
             return False  # the user reached the cap within this pass: the next pass explains it
@@ -233,11 +261,13 @@ class LiveQueue:
             if len(out):  # positions count over the passes, in the order they are served
                 got = {k: replace(e, position=e.position + len(out)) for k, e in got.items()}
             out.update(got)
-        if len(out) < len(self.waiting):
+        if len(out) < len(self.waiting):  # kept out of the views by a quota or the running cap
             n = len(out)
+            users, groups = held_by(self.running.values())
             for tid, t in self.waiting.items():
                 if tid not in out:
                     n += 1
-                    out[tid] = Explanation("Quota", n, None,
-                                           f"user {t.owner} has {self.max_running} tasks running, the most allowed")
+                    why = quota_block(t, quotas, users, groups) or (
+                        f"user {t.owner} has {self.max_running} tasks running, the most allowed")
+                    out[tid] = Explanation("Quota", n, None, why)
         return out
