@@ -238,3 +238,67 @@ async def test_cancel_requested_before_a_crash_is_carried_out_at_recovery(env):
         assert ex2.cancelled == [rec.id]
     finally:
         await ctl2.stop()
+
+
+class PriorityFirst:
+    """A preemptive policy for the wiring test: higher qos.priority first, through the real admission engine."""
+
+    name = "priority-first"
+    preemptive = True
+    oracle = False
+
+    def schedule(self, view):
+        from tacc_hub.scheduler.policies.admission import admit
+
+        return admit(view, lambda t: (-t.priority, t.submit, t.id))
+
+
+async def test_preemption_requeues_keeping_place_then_resumes(env):
+    store, codes, site, _ = env
+    ex = FakeExecutor(gpus=2)
+    ctl = Controller(store, ex, site, PriorityFirst(), codes, poll_interval=0.05)
+    await ctl.start()
+    try:
+        low = await ctl.submit("alice", spec(env, gpus=2, qos={"preemptible": True}))
+        await until(lambda: ctl.store.get(low.id).status == S.RUNNING)
+        high = await ctl.submit("bob", spec(env, gpus=2, qos={"priority": 5}))
+        await until(lambda: ctl.store.get(high.id).status == S.RUNNING)
+        assert ex.cancelled == [low.id]
+        back = ctl.store.get(low.id)
+        assert back.status == S.PENDING and "preempted" in back.reason and back.submitted_at == low.submitted_at
+        assert back.placement is None and back.started_at is None
+        # a higher-priority task that is not preemptible is never preempted
+        third = await ctl.submit("carol", spec(env, gpus=2, qos={"priority": 9}))
+        await asyncio.sleep(0.3)
+        assert ctl.store.get(third.id).status == S.PENDING and ex.cancelled == [low.id]
+        ex.finish(high.id, 0)
+        await until(lambda: ctl.store.get(third.id).status == S.RUNNING)
+        ex.finish(third.id, 0)
+        await until(lambda: ctl.store.get(low.id).status == S.RUNNING)
+        relaunch = [la for la in ex.launched if la.task_id == low.id]
+        assert [la.attempt for la in relaunch] == [0, 1]
+    finally:
+        await ctl.stop()
+
+
+async def test_cancel_during_preemption_ends_cancelled(env):
+    store, codes, site, _ = env
+
+    class SlowCancel(FakeExecutor):
+        async def cancel(self, task_id, state):
+            await asyncio.sleep(0.3)  # the grace period
+            await super().cancel(task_id, state)
+
+    ex = SlowCancel(gpus=1)
+    ctl = Controller(store, ex, site, PriorityFirst(), codes, poll_interval=0.05)
+    await ctl.start()
+    try:
+        low = await ctl.submit("alice", spec(env, gpus=1, qos={"preemptible": True}))
+        await until(lambda: ctl.store.get(low.id).status == S.RUNNING)
+        high = await ctl.submit("bob", spec(env, gpus=1, qos={"priority": 5}))
+        await until(lambda: low.id in ex.cancelled or ctl.live[low.id].busy)
+        await ctl.cancel(ctl.store.get(low.id))  # while it is being stopped
+        await until(lambda: ctl.store.get(low.id).status == S.CANCELLED)
+        await until(lambda: ctl.store.get(high.id).status == S.RUNNING)
+    finally:
+        await ctl.stop()
