@@ -35,6 +35,7 @@ LEGAL: set[tuple[TaskStatus, TaskStatus]] = {
     (S.RUNNING, S.FAILED),
     (S.RUNNING, S.CANCELLING),
     (S.RUNNING, S.LOST),
+    (S.RUNNING, S.PENDING),  # preempted: back to the queue
     (S.CANCELLING, S.CANCELLED),
     (S.CANCELLING, S.LOST),
 }
