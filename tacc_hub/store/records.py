@@ -34,6 +34,7 @@ class NewTask:
     submitted_at: float
     status: TaskStatus = TaskStatus.PENDING
     reason: str | None = None
+    gpus: int = 0  # total GPUs (nodes x gpus_per_node): what quota accounting charges per second of run
 
     def __post_init__(self) -> None:
         for field in ("owner", "name", "digest"):
@@ -42,6 +43,8 @@ class NewTask:
                 raise ValueError(f"{field}: must be a non-empty string")
             if len(value) > NAME_LEN:
                 raise ValueError(f"{field}: longer than {NAME_LEN} characters")
+        if not isinstance(self.gpus, int) or isinstance(self.gpus, bool) or self.gpus < 0:
+            raise ValueError("gpus: must be a whole number >= 0")
         if not isinstance(self.status, TaskStatus):
             # Accept the plain value ("pending"), store the enum.
             object.__setattr__(self, "status", TaskStatus(self.status))
