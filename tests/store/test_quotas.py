@@ -137,3 +137,15 @@ def test_gpu_seconds_by_owner(store: Store):
     # A later window sees less of the same tasks.
     assert store.gpu_seconds_by_owner(1150.0, 1200.0) == pytest.approx({"ann": 100.0, "bob": 100.0})
     assert store.gpu_seconds_by_owner(3000.0, 2000.0) == {}
+
+
+def test_new_task_takes_gpus_from_the_spec_when_not_given():
+    def nt(spec: dict, gpus: int = 0) -> NewTask:
+        return NewTask("a", "t", "d" * 64, spec, {}, submitted_at=0.0, gpus=gpus)
+
+    assert nt({"resources": {"nodes": 2, "gpus_per_node": 4}}).gpus == 8
+    assert nt({"resources": {"gpus_per_node": 2}}).gpus == 2  # nodes defaults to 1
+    assert nt({"resources": {"nodes": 2, "gpus_per_node": 4}}, gpus=3).gpus == 3  # explicit wins
+    assert nt({"resources": {"nodes": [1, 2], "gpus_per_node": 4}}).gpus == 0  # not a spec we wrote
+    assert nt({"resources": {"nodes": 2, "gpus_per_node": True}}).gpus == 0
+    assert nt({}).gpus == 0
