@@ -26,6 +26,7 @@ from .models import GroupIn, GroupsOut, MembershipOut, MyQuotaOut, QuotaIn, Quot
 M = TypeVar("M", bound=BaseModel)
 
 _ADMIN_ERRORS = {"400": "invalid name or body; `errors` names each field", "403": "not an admin"}
+_ROW_ERRORS = {**_ADMIN_ERRORS, "404": "this user or group has no quota row"}
 
 
 def _limits(lim: Limits) -> dict[str, Any]:
@@ -90,12 +91,12 @@ class QuotasHandler(ApiHandler):
 class QuotaHandler(ApiHandler):
     openapi = {
         "get": {"summary": "Admin: the quota row of one user or group (404 when it has none: the default "
-                           "applies).", "response": QuotaOut, "errors": _ADMIN_ERRORS},
+                           "applies).", "response": QuotaOut, "errors": _ROW_ERRORS},
         "put": {"summary": "Admin: set (create or replace) the quota of a user or group; name \"*\" sets the "
                            "default for everyone not named. A limit left out or null is no limit.",
                 "request": QuotaIn, "response": QuotaOut, "errors": _ADMIN_ERRORS},
-        "delete": {"summary": "Admin: remove the quota row of a user or group (the default then applies).",
-                   "response": QuotaOut, "errors": _ADMIN_ERRORS},
+        "delete": {"summary": "Admin: remove the quota row of a user or group (the default then applies); "
+                              "answers the row removed.", "response": QuotaOut, "errors": _ROW_ERRORS},
     }
 
     def _name(self, kind: str, name: str) -> str:
