@@ -18,7 +18,7 @@ import json
 import time
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import quote, urlencode, urlsplit
 
 RESTART_WAIT_S = 60.0  # how long a log stream waits for a restarting service
 
@@ -195,3 +195,29 @@ class TaccClient:
 
     def health(self) -> dict[str, Any]:
         return self._json("GET", "/api/health")
+
+    # quotas (admin routes answer 403 to others)
+    def my_quota(self, user: str | None = None) -> dict[str, Any]:
+        return self._json("GET", "/api/quota", params={"user": user} if user else None)
+
+    def quotas(self) -> dict[str, Any]:
+        return self._json("GET", "/api/admin/quotas")
+
+    def quota(self, kind: str, name: str) -> dict[str, Any]:
+        return self._json("GET", f"/api/admin/quotas/{quote(kind, safe='')}/{quote(name, safe='')}")
+
+    def set_quota(self, kind: str, name: str, limits: dict[str, Any]) -> dict[str, Any]:
+        return self._json("PUT", f"/api/admin/quotas/{quote(kind, safe='')}/{quote(name, safe='')}",
+                          body=json.dumps(limits).encode(), content_type="application/json")
+
+    def delete_quota(self, kind: str, name: str) -> dict[str, Any]:
+        return self._json("DELETE", f"/api/admin/quotas/{quote(kind, safe='')}/{quote(name, safe='')}")
+
+    def groups(self) -> dict[str, Any]:
+        return self._json("GET", "/api/admin/groups")
+
+    def set_group(self, user: str, group: str | None) -> dict[str, Any]:
+        path = f"/api/admin/users/{quote(user, safe='')}/group"
+        if group is None:
+            return self._json("DELETE", path)
+        return self._json("PUT", path, body=json.dumps({"group": group}).encode(), content_type="application/json")

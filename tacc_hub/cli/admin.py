@@ -3,7 +3,8 @@
 Commands: ``serve`` (the service on the embedded default: local executor +
 SQLite), ``token USER [--admin]`` (print a new API token for standalone
 mode), ``migrate`` (upgrade the store's schema), ``config-doc`` (the
-configuration reference, generated from the settings' help).
+configuration reference, generated from the settings' help), ``quota`` (quotas and
+groups, set on the running service over its API: see :mod:`tacc_hub.cli.quota`).
 Every command reads the same configuration (``--config``, ``TACC_STATE_DIR``,
 ``TACC_DB_URL``).
 """
@@ -15,6 +16,7 @@ import sys
 import click
 
 from tacc_hub import __version__
+from tacc_hub.cli.quota import quota
 from tacc_hub.cli.simulate import simulate
 from tacc_hub.service.app import TaccHub
 
@@ -115,6 +117,7 @@ def render_config_doc() -> str:
 
 
 cli.add_command(simulate)
+cli.add_command(quota)
 
 
 def main() -> None:

@@ -40,6 +40,7 @@ from .controller import Controller
 from .logs import LogsHandler, LogStreamHandler
 from .meta import HealthHandler, OpenAPIHandler
 from .openapi import build_openapi
+from .quotas import GroupsHandler, MyQuotaHandler, QuotaHandler, QuotasHandler, UserGroupHandler
 from .tasks import CancelHandler, OutputsHandler, TaskHandler, TasksHandler
 
 ROUTES: list[tuple[str, Any]] = [
@@ -53,6 +54,11 @@ ROUTES: list[tuple[str, Any]] = [
     (r"/api/tasks/(\d+)/outputs", OutputsHandler),
     (r"/api/code/([^/]+)", CodeHandler),
     (r"/api/cluster", ClusterHandler),
+    (r"/api/quota", MyQuotaHandler),
+    (r"/api/admin/quotas", QuotasHandler),
+    (r"/api/admin/quotas/(?P<kind>user|group)/(?P<name>[^/]+)", QuotaHandler),
+    (r"/api/admin/groups", GroupsHandler),
+    (r"/api/admin/users/(?P<user>[^/]+)/group", UserGroupHandler),
 ]
 
 
@@ -127,6 +133,13 @@ class TaccHub(Application):
                        help="Tool that installs pip requirements into task envs; auto: uv where present, else pip.")
     inherit_packages = Bool(True, config=True, help="Let task envs see the service interpreter's packages (fast "
                             "envs when the site pre-installs large frameworks); False for fully isolated envs.")
+    quota_period = Enum(["day", "week", "month"], "month", config=True,
+                        help="Accounting period of GPU-hour budgets (``gpu_hours`` of a quota): usage counts from "
+                        "the start of the current UTC calendar day, week (from Monday 00:00 UTC) or month (the "
+                        "1st, 00:00 UTC) and starts again at zero with the next one. A budget of 100 with "
+                        "'month' means 100 GPU-hours per calendar month, e.g. 4 GPUs for 25 hours.")
+    quota_version = Integer(0, help="Bumped by quotas_changed() after every quota or membership change; the "
+                            "scheduler reloads quotas when it moves (observe it). Not a setting.")
     conda_command = Unicode("", config=True, help="conda or micromamba executable for conda specs; default: found "
                             "on PATH, else conda specs are refused with a clear error.")
 
@@ -151,6 +164,10 @@ class TaccHub(Application):
         logging.basicConfig(level=level if isinstance(level, int | str) else logging.INFO,
                             format="%(asctime)s %(levelname)s %(name)s: %(message)s")
         logging.getLogger("alembic").setLevel(logging.WARNING)  # "Context impl SQLiteImpl" on every start
+
+    def quotas_changed(self) -> None:
+        """Quotas or memberships were changed through the API: let the live scheduler reload them."""
+        self.quota_version += 1
 
     def site_profile(self) -> SiteProfile:
         root = Path(self.state_dir).resolve()
@@ -183,7 +200,8 @@ class TaccHub(Application):
                                 poll_interval=self.poll_interval, max_running_per_user=self.max_running_per_user)
         ctx = ServiceContext(store=store, controller=controller, auth=TokenAuth(store), code_store=code_store,
                              max_code_bytes=self.max_code_bytes,
-                             max_body_bytes=self.max_body_bytes, log_poll_interval=self.log_poll_interval)
+                             max_body_bytes=self.max_body_bytes, log_poll_interval=self.log_poll_interval,
+                             quota_period=self.quota_period, quotas_changed=self.quotas_changed)
         return ctx, make_app(ctx, self.base_url)
 
     async def serve(self) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -35,6 +36,8 @@ class ServiceContext:
     max_code_bytes: int
     max_body_bytes: int
     log_poll_interval: float
+    quota_period: str = "month"  # the accounting period of GPU-hour budgets: day, week or month
+    quotas_changed: Callable[[], None] = lambda: None  # called after every quota or membership change
 
 
 class ApiError(tornado.web.HTTPError):
@@ -103,6 +106,11 @@ class ApiHandler(tornado.web.RequestHandler):
     @staticmethod
     def spec_error(exc: SpecError, status: int = 422) -> ApiError:
         return ApiError(status, str(exc)[:2000], exc.as_json())
+
+    def require_admin(self) -> None:
+        """403 unless the caller is an admin."""
+        if not self.admin:
+            raise ApiError(403, "this endpoint is for admins only")
 
     def body_json(self) -> Any:
         try:

@@ -1,10 +1,10 @@
-"""Response bodies of the REST API, as pydantic models (the OpenAPI document is generated from them)."""
+"""Request and response bodies of the REST API, as pydantic models (the OpenAPI document is generated from them)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 
 class ErrorField(BaseModel):
@@ -89,3 +89,69 @@ class ClusterOut(BaseModel):
 class CodeOut(BaseModel):
     digest: str
     size: int
+
+
+class LimitsOut(BaseModel):
+    max_gpus: int | None = Field(None, description="GPUs held at once; null: no cap.")
+    guaranteed_gpus: int = Field(0, description="GPUs it can always get back by preempting borrowed work.")
+    gpu_hours: float | None = Field(None, description="GPU-hour budget per accounting period; null: no budget.")
+
+
+class QuotaOut(LimitsOut):
+    kind: str = Field(description="user or group")
+    name: str = Field(description='The user or group; "*" is the default for everyone not named.')
+    updated_at: float
+
+
+class QuotaListOut(BaseModel):
+    quotas: list[QuotaOut]
+
+
+class PairOut(BaseModel):
+    user: float | None
+    group: float | None
+
+
+class MyLimitsOut(BaseModel):
+    user: LimitsOut
+    group: LimitsOut
+
+
+class MyQuotaOut(BaseModel):
+    user: str
+    group: str
+    period: str = Field(description="day, week or month (UTC calendar periods)")
+    period_start: float
+    period_end: float
+    limits: MyLimitsOut = Field(description="The limits in force (defaults applied) for the user and its group.")
+    used_gpu_hours: PairOut = Field(description="GPU-hours used this period by the user and by the whole group.")
+    remaining_gpu_hours: PairOut = Field(description="Budget left this period (never below 0); null: no budget.")
+
+
+class MembershipOut(BaseModel):
+    user: str
+    group: str
+
+
+class GroupsOut(BaseModel):
+    memberships: dict[str, str] = Field(description='user -> group; a user not listed is in group "default".')
+
+
+class QuotaIn(BaseModel):
+    """A quota as PUT by an admin: it replaces the row (a limit left out is no limit).
+
+    ``guaranteed_gpus <= max_gpus`` (when a cap is set) is checked by the store.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_gpus: StrictInt | None = Field(None, ge=0, le=1_000_000, description="GPUs held at once; null: no cap.")
+    guaranteed_gpus: StrictInt = Field(0, ge=0, le=1_000_000, description="At most max_gpus when that is set.")
+    gpu_hours: float | None = Field(None, ge=0, le=1e12, allow_inf_nan=False,
+                                    description="GPU-hour budget per accounting period; null: no budget.")
+
+
+class GroupIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    group: str = Field(description='The group to put the user in ("default": no group of its own).')

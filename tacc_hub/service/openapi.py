@@ -34,11 +34,22 @@ def build_openapi(routes: list[tuple[str, type[ApiHandler]]]) -> dict[str, Any]:
     for pattern, handler in routes:
         path = pattern.rstrip("$")
         name = "digest" if "/code/" in path else "id"
-        path = re.sub(r"\([^)]*\)", "{" + name + "}", path)
+        # A named group (?P<kind>...) names its parameter; an unnamed one is the id (or digest).
+        # A group that is a list of words (user|group) becomes an enum.
+        enums: dict[str, list[str]] = {}
+
+        def _param(m: re.Match[str], default: str = name, enums: dict[str, list[str]] = enums) -> str:
+            pname = m.group(1) or default
+            if re.fullmatch(r"\w+(\|\w+)+", m.group(2)):
+                enums[pname] = m.group(2).split("|")
+            return "{" + pname + "}"
+
+        path = re.sub(r"\((?:\?P<(\w+)>)?([^)]*)\)", _param, path)
         ops: dict[str, Any] = {}
         for method, doc in handler.openapi.items():
             op: dict[str, Any] = {"summary": doc.get("summary", ""), "responses": {}}
-            params = [{"name": p, "in": "path", "required": True, "schema": {"type": "string"}}
+            params = [{"name": p, "in": "path", "required": True,
+                       "schema": {"type": "string", **({"enum": enums[p]} if p in enums else {})}}
                       for p in re.findall(r"{(\w+)}", path)]
             params += [{"name": k, "in": "query", "required": False, "description": v, "schema": {"type": "string"}}
                        for k, v in doc.get("params", {}).items()]
@@ -48,6 +59,9 @@ def build_openapi(routes: list[tuple[str, type[ApiHandler]]]) -> dict[str, Any]:
             if req == "TaskSpec":
                 op["requestBody"] = {"required": True, "content": {
                     "application/json": {"schema": spec_ref}, "application/yaml": {"schema": spec_ref}}}
+            elif isinstance(req, type) and issubclass(req, BaseModel):
+                op["requestBody"] = {"required": True, "content": {
+                    "application/json": {"schema": _schema_ref(req, comps)}}}
             elif isinstance(req, str):
                 op["requestBody"] = {"required": True, "content": {req: {}}}
             resp = doc.get("response")
@@ -62,7 +76,8 @@ def build_openapi(routes: list[tuple[str, type[ApiHandler]]]) -> dict[str, Any]:
             if not handler.public:
                 op["security"] = [{"token": []}]
                 for code, what in (("401", "no valid token"), ("404", "no such task (or not yours)"),
-                                   ("422", "invalid input; `errors` names each field")):
+                                   ("422", "invalid input; `errors` names each field"),
+                                   *doc.get("errors", {}).items()):
                     op["responses"][code] = {"description": what,
                                              "content": {"application/json": {"schema": err_ref}}}
             ops[method] = op

@@ -4,18 +4,23 @@ Only the service imports this package; see :mod:`tacc_hub.store.store` for the i
 """
 
 from .batcher import InsertBatcher
-from .models import api_tokens, metadata, tasks
+from .models import api_tokens, memberships, metadata, quotas, tasks
+from .quotas import DEFAULT_GROUP, DEFAULT_NAME, QuotaError, QuotaRow
 from .records import NewTask, TaskRecord
 from .status import ACTIVE, TERMINAL, TRANSITIONS, IllegalTransition, TaskStatus, can_move, check_move
 from .store import Store, TaskFields, alembic_config
 
 __all__ = [
     "ACTIVE",
+    "DEFAULT_GROUP",
+    "DEFAULT_NAME",
     "TERMINAL",
     "TRANSITIONS",
     "IllegalTransition",
     "InsertBatcher",
     "NewTask",
+    "QuotaError",
+    "QuotaRow",
     "Store",
     "TaskFields",
     "TaskRecord",
@@ -24,6 +29,8 @@ __all__ = [
     "api_tokens",
     "can_move",
     "check_move",
+    "memberships",
     "metadata",
+    "quotas",
     "tasks",
 ]

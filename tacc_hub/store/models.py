@@ -16,6 +16,9 @@ Invariants:
 * Indexes serve the hot queries: a user's tasks newest first ``(owner, id)``, tasks by status
   newest/oldest first ``(status, id)``. They also serve plain ``owner =`` / ``status =``
   filters (leftmost prefix), so there are no separate single-column indexes to maintain.
+* ``quotas`` has one row per named user or group, and at most one default row per kind
+  (``name = "*"``); ``memberships`` maps a user to one group (no row: group ``"default"``).
+  Names are checked by the store before they are written (``store/quotas.py``).
 """
 
 from __future__ import annotations
@@ -59,6 +62,7 @@ tasks = sa.Table(
     sa.Column("placement", sa.Text, nullable=True),  # JSON: {"node": "localhost", "gpus": [0, 1]}
     sa.Column("executor_state", sa.Text, nullable=True),  # JSON: {"pid": 123, "start_time": 456}
     sa.Column("cancel_requested", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("gpus", sa.Integer, nullable=False, server_default=sa.text("0")),  # nodes x gpus_per_node
     sa.CheckConstraint(sa.column("status").in_(STATUS_VALUES), name="status"),
     sa.Index(None, "owner", "id"),
     sa.Index(None, "status", "id"),
@@ -75,4 +79,27 @@ api_tokens = sa.Table(
     sa.Column("note", sa.String(NOTE_LEN), nullable=True),
     sa.Column("created_at", sa.Double, nullable=False),
     sa.Column("last_used_at", sa.Double, nullable=True),
+)
+
+QUOTA_KINDS: tuple[str, ...] = ("user", "group")
+KIND_LEN = 8
+
+quotas = sa.Table(
+    "quotas",
+    metadata,
+    sa.Column("kind", sa.String(KIND_LEN), primary_key=True),  # "user" | "group"
+    sa.Column("name", sa.String(NAME_LEN), primary_key=True),  # "*": the default for everyone not named
+    sa.Column("max_gpus", sa.Integer, nullable=True),  # GPUs held at once; NULL: no cap
+    sa.Column("guaranteed_gpus", sa.Integer, nullable=False, server_default=sa.text("0")),
+    sa.Column("gpu_hours", sa.Double, nullable=True),  # budget per accounting period; NULL: no budget
+    sa.Column("updated_at", sa.Double, nullable=False),
+    sa.CheckConstraint(sa.column("kind").in_(QUOTA_KINDS), name="kind"),
+)
+
+memberships = sa.Table(
+    "memberships",
+    metadata,
+    sa.Column("user", sa.String(NAME_LEN), primary_key=True),
+    sa.Column("group", sa.String(NAME_LEN), nullable=False),
+    sa.Column("updated_at", sa.Double, nullable=False),
 )

@@ -11,6 +11,9 @@ Invariants:
   dict) and leaves the plan out unless asked.
 * A :class:`NewTask` is checked when it is built (lengths, status), so a batch insert never
   fails half-way on a value the database would refuse.
+* ``NewTask.gpus`` is the task's total GPUs, charged by quota accounting. Left at 0, it is
+  taken from the spec (``resources.nodes x resources.gpus_per_node``, when both are whole
+  numbers), so a caller that passes only the spec is still accounted right.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ class NewTask:
     submitted_at: float
     status: TaskStatus = TaskStatus.PENDING
     reason: str | None = None
+    gpus: int = 0  # total GPUs (nodes x gpus_per_node): what quota accounting charges per second of run
 
     def __post_init__(self) -> None:
         for field in ("owner", "name", "digest"):
@@ -42,6 +46,14 @@ class NewTask:
                 raise ValueError(f"{field}: must be a non-empty string")
             if len(value) > NAME_LEN:
                 raise ValueError(f"{field}: longer than {NAME_LEN} characters")
+        if type(self.gpus) is not int or self.gpus < 0:
+            raise ValueError("gpus: must be a whole number >= 0")
+        if self.gpus == 0:
+            res = self.spec.get("resources") if isinstance(self.spec, dict) else None
+            if isinstance(res, dict):
+                nodes, per_node = res.get("nodes", 1), res.get("gpus_per_node", 0)
+                if type(nodes) is int and type(per_node) is int and nodes > 0 and per_node > 0:
+                    object.__setattr__(self, "gpus", nodes * per_node)
         if not isinstance(self.status, TaskStatus):
             # Accept the plain value ("pending"), store the enum.
             object.__setattr__(self, "status", TaskStatus(self.status))

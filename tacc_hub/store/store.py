@@ -44,6 +44,7 @@ from sqlalchemy.engine import RowMapping
 from sqlalchemy.pool import StaticPool
 
 from .models import NAME_LEN, NOTE_LEN, api_tokens, tasks
+from .quotas import QuotaStore
 from .records import NewTask, TaskRecord
 from .status import ACTIVE, TaskStatus, check_move
 
@@ -98,8 +99,11 @@ def alembic_config(url: str | None = None) -> Config:
     return cfg
 
 
-class Store:
-    """Tasks and API tokens in SQLite or PostgreSQL; see the module docstring."""
+class Store(QuotaStore):
+    """Tasks, API tokens, quotas and memberships in SQLite or PostgreSQL; see the module docstring.
+
+    Quota, membership and usage methods come from :class:`~tacc_hub.store.quotas.QuotaStore`.
+    """
 
     def __init__(self, url: str, *, clock: Callable[[], float] = time.time, echo: bool = False) -> None:
         self.url = url
@@ -160,6 +164,7 @@ class Store:
                     "submitted_at": float(row.submitted_at),
                     "updated_at": now,
                     "cancel_requested": False,
+                    "gpus": row.gpus,
                 }
             )
         with self._engine.begin() as conn:

@@ -61,3 +61,4 @@ def test_migrations_ship_inside_the_package():
     assert (MIGRATIONS_DIR / "env.py").is_file()
     assert (MIGRATIONS_DIR / "script.py.mako").is_file()
     assert list((MIGRATIONS_DIR / "versions").glob("0001_*.py"))
+    assert list((MIGRATIONS_DIR / "versions").glob("0002_*.py"))
