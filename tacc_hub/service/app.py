@@ -197,11 +197,17 @@ class TaccHub(Application):
         executor = LocalExecutor(root, gpus=self.local_gpus, node_name=self.node_name, grace_period=self.grace_period)
         code_store = CodeStore(root / "code")
         controller = Controller(store, executor, self.site_profile(), make(self.policy), code_store,
-                                poll_interval=self.poll_interval, max_running_per_user=self.max_running_per_user)
+                                poll_interval=self.poll_interval, max_running_per_user=self.max_running_per_user,
+                                quota_period=self.quota_period)
+
+        def changed() -> None:
+            self.quotas_changed()
+            controller.quotas_changed()
+
         ctx = ServiceContext(store=store, controller=controller, auth=TokenAuth(store), code_store=code_store,
                              max_code_bytes=self.max_code_bytes,
                              max_body_bytes=self.max_body_bytes, log_poll_interval=self.log_poll_interval,
-                             quota_period=self.quota_period, quotas_changed=self.quotas_changed)
+                             quota_period=self.quota_period, quotas_changed=changed)
         return ctx, make_app(ctx, self.base_url)
 
     async def serve(self) -> None:

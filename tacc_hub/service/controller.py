@@ -27,15 +27,16 @@ import asyncio
 import contextlib
 import logging
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tacc_hub.compiler import ExecutionPlan, SiteProfile, compile_task
 from tacc_hub.executors import Executor, Launch, LaunchError, Observation
 from tacc_hub.scheduler import ClusterState, Placement, Request, never_fits
 from tacc_hub.scheduler.history import DurationHistory
-from tacc_hub.scheduler.policy import Explanation, Policy, Quotas, TaskView
+from tacc_hub.scheduler.policy import Explanation, Limits, Policy, Quotas, TaskView
 from tacc_hub.scheduler.queue import LiveQueue
+from tacc_hub.scheduler.quota import exhausted, period_start, refusal
 from tacc_hub.schema import SnapshotCode, SpecError, TaskSpec
 from tacc_hub.snapshot import CodeStore
 from tacc_hub.store import InsertBatcher, NewTask, Store, TaskRecord, TaskStatus
@@ -96,6 +97,8 @@ class Controller:
         min_tick_interval: float = 0.01,
         max_running_per_user: int | None = None,
         explain_interval: float = 0.5,
+        quota_period: str = "month",
+        quota_refresh: float = 30.0,
     ) -> None:
         self.store = store
         self.executor = executor
@@ -108,7 +111,12 @@ class Controller:
         self.queue = LiveQueue(self.cluster, policy, max_running_per_user)
         self.history = DurationHistory()
         self.groups: dict[str, str] = {}  # user -> group; not listed: "default"
-        self.quotas: Quotas | None = None
+        self.quotas: Quotas | None = None  # None: no quota configured at all
+        self.quota_period = quota_period
+        self.quota_refresh = quota_refresh  # seconds between re-counts of GPU-hours used this period
+        self.usage: dict[str, float] = {}  # GPU-seconds per user this period, as of the last re-count
+        self._quotas_at = float("-inf")
+        self._quotas_stale = True
         self.live: dict[int, Live] = {}
         self.attempts: dict[int, int] = {}  # runs so far of tasks preempted and waiting again
         self.explain_interval = explain_interval
@@ -127,6 +135,7 @@ class Controller:
 
     async def start(self) -> None:
         self.batcher.start()
+        self.reload_quotas()
         await self.recover()
         self._loop_task = asyncio.get_running_loop().create_task(self._loop())
 
@@ -151,6 +160,39 @@ class Controller:
 
     def group_of(self, user: str) -> str:
         return self.groups.get(user, "default")
+
+    def quotas_changed(self) -> None:
+        """Quotas or memberships changed (admin API): reload them before the next pass."""
+        self._quotas_stale = True
+        self.wake()
+
+    def _has_budgets(self) -> bool:
+        q = self.quotas
+        return q is not None and (q.default_user.gpu_hours is not None or q.default_group.gpu_hours is not None
+                                  or any(x.gpu_hours is not None for x in (*q.users.values(), *q.groups.values())))
+
+    def reload_quotas(self, now: float | None = None) -> None:
+        """Quotas, memberships and this period's usage from the store; who is out of GPU-hours."""
+        now = time.time() if now is None else now
+        q = self.store.load_quotas()
+        groups = self.store.memberships()
+        self.usage = self.store.gpu_seconds_by_owner(period_start(now, self.quota_period), now)
+        ex = exhausted(q, self.usage, groups)
+        none = Limits()
+        if not (q.users or q.groups or ex) and q.default_user == none and q.default_group == none:
+            self.quotas = None  # nothing configured: no quota work on the scheduling path
+        else:
+            self.quotas = Quotas(q.users, q.groups, q.default_user, q.default_group, ex)
+        if groups != self.groups:
+            self.groups = groups
+            for table in (self.queue.waiting, self.queue.running):
+                for tid, t in table.items():
+                    g = self.group_of(t.owner)
+                    if g != t.group:
+                        table[tid] = replace(t, group=g)
+        self._quotas_at = now
+        self._quotas_stale = False
+        self._changed = True
 
     def _view(self, task_id: int, owner: str, name: str, digest: str, submitted_at: float,
               spec: dict[str, Any]) -> TaskView:
@@ -219,17 +261,24 @@ class Controller:
 
     # --- requests from the API ------------------------------------------------------
 
-    def compile(self, spec: TaskSpec, *, dry_run: bool = False) -> ExecutionPlan:
+    def compile(self, spec: TaskSpec, *, dry_run: bool = False, owner: str | None = None) -> ExecutionPlan:
+        """The plan of ``spec``, or SpecError: invalid, can never fit the cluster, or (with ``owner``) a quota."""
         if isinstance(spec.code, SnapshotCode) and not dry_run and not self.code_store.has(spec.code.digest):
             raise SpecError.one("code.digest", "this code snapshot has not been uploaded (PUT /api/code/DIGEST)")
         plan = compile_task(spec, self.site)
         why = never_fits(request_for(0, "", spec), self.cluster)
         if why:
             raise SpecError.one("resources", f"this task can never run here: {why}")
+        if owner is not None and self.quotas is not None:
+            r = spec.resources
+            over = refusal(self.quotas, owner, self.group_of(owner), r.total_gpus, float(r.time_limit),
+                           period=self.quota_period)
+            if over:
+                raise SpecError.one("resources", f"over quota: {over}")
         return plan
 
     async def submit(self, owner: str, spec: TaskSpec) -> TaskRecord:
-        plan = self.compile(spec)
+        plan = self.compile(spec, owner=owner)
         dumped = spec.model_dump(mode="json", by_alias=True)
         rec = await self.batcher.submit(NewTask(
             owner=owner, name=spec.name, digest=plan.task_digest, spec=dumped,
@@ -291,6 +340,9 @@ class Controller:
     async def tick(self) -> None:
         await self.observe()
         self.enforce_time_limits()
+        since = time.time() - self._quotas_at
+        if (self._quotas_stale and since >= 1.0) or since >= self.quota_refresh:  # at most once a second
+            self.reload_quotas()
         self.schedule()
 
     async def observe(self) -> None:
@@ -333,6 +385,8 @@ class Controller:
         self.attempts.pop(task_id, None)
         self.queue.drop(task_id)
         self._changed = True
+        if self.quotas is not None and self._has_budgets():
+            self._quotas_stale = True  # its GPU-hours count now: re-count before the next pass
         if to == S.SUCCEEDED and done is not None and done.started_at is not None and done.finished_at is not None:
             self.history.observe(done.owner, done.name, done.digest, done.finished_at - done.started_at)
         self.wake()
@@ -405,6 +459,9 @@ class Controller:
             live.status = S.CANCELLING
             self._finish(task_id, live, S.CANCELLED, reason="cancelled")
             return
+        view = self.queue.running.get(task_id)
+        if live.started_at is not None and view is not None:  # this run is charged like any other
+            self.store.record_run(task_id, live.owner, view.gpus, live.started_at, now)
         moved = self.store.transition(
             task_id, S.PENDING, expected=S.RUNNING, placement=None, executor_state=None, started_at=None,
             reason=f"preempted at {time.strftime('%H:%M:%S', time.gmtime(now))} UTC for a task with a "

@@ -99,7 +99,7 @@ class TasksHandler(ApiHandler):
         ctl = self.ctx.controller
         try:
             if self.get_query_argument("dry_run", "0") in ("1", "true"):
-                plan = ctl.compile(spec, dry_run=True)
+                plan = ctl.compile(spec, dry_run=True, owner=self.user)
                 self.write_json(DryRunOut(digest=plan.task_digest, spec=spec.model_dump(mode="json", by_alias=True),
                                           plan=plan.model_dump(mode="json")))
                 return

@@ -103,3 +103,18 @@ memberships = sa.Table(
     sa.Column("group", sa.String(NAME_LEN), nullable=False),
     sa.Column("updated_at", sa.Double, nullable=False),
 )
+
+runs = sa.Table(
+    "runs",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_id", sa.Integer, nullable=False),
+    sa.Column("owner", sa.String(NAME_LEN), nullable=False),
+    sa.Column("gpus", sa.Integer, nullable=False),
+    sa.Column("started_at", sa.Double, nullable=False),
+    sa.Column("finished_at", sa.Double, nullable=False),
+    sa.Index(None, "finished_at"),
+)
+"""Earlier runs of tasks that were preempted (the task row keeps only its current run): charged
+to the owner's GPU-hours like any run. Rows are only added."""
+

@@ -16,7 +16,8 @@ Invariants:
   group to ``None`` (or to ``"default"``) removes the row.
 * ``gpu_seconds_by_owner`` is one SQL statement: a task counts ``gpus`` times the part of
   ``[started_at, finished_at or now]`` that lies inside ``[since, now]``; a task that has
-  not started counts nothing. Only tasks whose run overlaps the window appear.
+  not started counts nothing, and earlier runs of preempted tasks (``runs``, written by
+  ``record_run``) count the same way. Only owners with a run overlapping the window appear.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from tacc_hub.schema.fields import NAME_RE
 
-from .models import QUOTA_KINDS, memberships, quotas, tasks
+from .models import QUOTA_KINDS, memberships, quotas, runs, tasks
 
 if TYPE_CHECKING:
     from tacc_hub.scheduler.policy import Limits, Quotas
@@ -221,20 +222,33 @@ class QuotaStore:
 
     # -- accounting ----------------------------------------------------------------------
 
+    def record_run(self, task_id: int, owner: str, gpus: int, started_at: float, finished_at: float) -> None:
+        """Keep an earlier run of a task (it was preempted and waits again) for GPU-hour accounting."""
+        if gpus <= 0 or finished_at <= started_at:
+            return
+        with self._engine.begin() as conn:
+            conn.execute(runs.insert().values(task_id=task_id, owner=owner, gpus=gpus, started_at=started_at,
+                                              finished_at=finished_at))
+
     def gpu_seconds_by_owner(self, since: float, now: float) -> dict[str, float]:
         """GPU-seconds each owner's tasks ran within ``[since, now]`` (running tasks up to ``now``)."""
         since, now = float(since), float(now)
         lo = sa.bindparam("since", since, type_=sa.Double)
         hi = sa.bindparam("now", now, type_=sa.Double)
-        t = tasks.c
-        start = sa.case((t.started_at > lo, t.started_at), else_=lo)
-        end = sa.case((t.finished_at.is_(None), hi), (t.finished_at > hi, hi), else_=t.finished_at)
-        charged = sa.case((end > start, t.gpus * (end - start)), else_=sa.literal(0.0, sa.Double))
-        stmt = (
-            sa.select(t.owner, sa.func.sum(charged))
-            .where(t.gpus > 0, t.started_at.is_not(None), t.started_at < hi,
-                   sa.or_(t.finished_at.is_(None), t.finished_at > lo))
-            .group_by(t.owner)
-        )
+        out: dict[str, float] = {}
         with self._engine.connect() as conn:
-            return {str(owner): float(total) for owner, total in conn.execute(stmt) if total}
+            for table in (tasks, runs):
+                t = table.c
+                start = sa.case((t.started_at > lo, t.started_at), else_=lo)
+                end = sa.case((t.finished_at.is_(None), hi), (t.finished_at > hi, hi), else_=t.finished_at)
+                charged = sa.case((end > start, t.gpus * (end - start)), else_=sa.literal(0.0, sa.Double))
+                stmt = (
+                    sa.select(t.owner, sa.func.sum(charged))
+                    .where(t.gpus > 0, t.started_at.is_not(None), t.started_at < hi,
+                           sa.or_(t.finished_at.is_(None), t.finished_at > lo))
+                    .group_by(t.owner)
+                )
+                for owner, total in conn.execute(stmt):
+                    if total:
+                        out[str(owner)] = out.get(str(owner), 0.0) + float(total)
+        return out

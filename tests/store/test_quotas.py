@@ -139,6 +139,15 @@ def test_gpu_seconds_by_owner(store: Store):
     assert store.gpu_seconds_by_owner(3000.0, 2000.0) == {}
 
 
+def test_preempted_runs_are_charged_too(store: Store):
+    _task(store, "ann", 2, 1500.0, None)  # the current run of a task preempted before
+    store.record_run(1, "ann", 2, 1100.0, 1300.0)  # its earlier run: 2 x 200
+    store.record_run(1, "ann", 2, 800.0, 1100.0)  # an even earlier one, partly before the period: 2 x 100
+    store.record_run(1, "ann", 0, 1100.0, 1300.0)  # no GPUs: not kept
+    store.record_run(1, "ann", 2, 1300.0, 1300.0)  # empty: not kept
+    assert store.gpu_seconds_by_owner(1000.0, 2000.0) == pytest.approx({"ann": 2 * 500.0 + 400.0 + 200.0})
+
+
 def test_new_task_takes_gpus_from_the_spec_when_not_given():
     def nt(spec: dict, gpus: int = 0) -> NewTask:
         return NewTask("a", "t", "d" * 64, spec, {}, submitted_at=0.0, gpus=gpus)

@@ -1,4 +1,4 @@
-"""Quotas: the quotas and memberships tables, and tasks.gpus for GPU-hour accounting.
+"""Quotas: the quotas and memberships tables, tasks.gpus and runs (preempted runs) for GPU-hour accounting.
 
 Revision ID: 0002
 Revises: 0001
@@ -42,9 +42,22 @@ def upgrade() -> None:
         sa.Column("updated_at", sa.Double(), nullable=False),
         sa.PrimaryKeyConstraint("user"),
     )
+    op.create_table(
+        "runs",
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
+        sa.Column("task_id", sa.Integer(), nullable=False),
+        sa.Column("owner", sa.String(length=64), nullable=False),
+        sa.Column("gpus", sa.Integer(), nullable=False),
+        sa.Column("started_at", sa.Double(), nullable=False),
+        sa.Column("finished_at", sa.Double(), nullable=False),
+        sa.PrimaryKeyConstraint("id"),
+    )
+    op.create_index(op.f("ix_runs_finished_at"), "runs", ["finished_at"])
 
 
 def downgrade() -> None:
+    op.drop_index(op.f("ix_runs_finished_at"), table_name="runs")
+    op.drop_table("runs")
     op.drop_table("memberships")
     op.drop_table("quotas")
     with op.batch_alter_table("tasks") as batch:
