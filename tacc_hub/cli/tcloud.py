@@ -424,6 +424,29 @@ def cluster(obj: Ctx, as_json: bool) -> None:
     con.print(f"{out['gpus_free']}/{out['gpus']} GPUs free, {out['pending']} pending, {out['running']} running")
 
 
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def quota(obj: Ctx, as_json: bool) -> None:
+    """Show your group, your limits and your group's, and GPU-hours used and left this period."""
+    out = _call(obj.client.my_quota)
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+
+    def num(v: float | int | None, fmt: str = "{}") -> str:
+        return "-" if v is None else fmt.format(v)
+
+    ends = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(out["period_end"]))
+    click.echo(f"user {out['user']} in group {out['group']}; {out['period']}ly period ends {ends}")
+    click.echo(f"{'':6s} {'MAX GPUS':>9s} {'GUARANTEED':>10s} {'GPU-HOURS':>10s} {'USED':>9s} {'LEFT':>9s}")
+    for who in ("user", "group"):
+        lim = out["limits"][who]
+        click.echo(f"{who:6s} {num(lim['max_gpus']):>9s} {num(lim['guaranteed_gpus']):>10s} "
+                   f"{num(lim['gpu_hours'], '{:g}'):>10s} {out['used_gpu_hours'][who]:>9.2f} "
+                   f"{num(out['remaining_gpu_hours'][who], '{:.2f}'):>9s}")
+
+
 def main() -> None:
     cli(prog_name="tcloud")
 

@@ -79,8 +79,11 @@ def test_a_spent_gpu_hour_budget_makes_tasks_wait_until_it_is_raised(svc, tmp_pa
     late = submit(svc, "rita", task(tmp_path, "late", 1, cmd="echo ran", limit="5s"))
     t = wait_queue_reason(rita, late, "Quota")
     assert "GPU-hours" in t["queue"]["detail"] and t["queue"]["estimated_start"] is None
-    _, mine = rita.call("GET", "/api/quota")
-    assert mine["group"] == "lab-b"
+    shown = tcloud(svc, "rita", "quota")
+    assert shown.returncode == 0, shown.stderr
+    assert "user rita in group lab-b" in shown.stdout
+    group_row = next(line for line in shown.stdout.splitlines() if line.startswith("group "))
+    assert group_row.split()[3] == "0.002" and group_row.split()[-1] == "0.00"  # 0.002 budget, nothing left
     ps = tcloud(svc, "rita", "ps", "--plain")
     row = next(line for line in ps.stdout.splitlines() if line.startswith(f"{late} "))
     assert " ? " in row and "Quota" in row
