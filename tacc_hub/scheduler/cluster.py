@@ -1,9 +1,10 @@
 """Cluster state as the scheduler sees it: nodes, their GPU slots, who holds them.
 
-Invariants: a GPU slot is held by at most one task; ``allocate`` is
-all-or-nothing (either every node of a placement gets its slots or nothing
-changes); ``release`` of an unknown task is a no-op. Every node sits under one
-network switch (``Node.switch``; one switch, ``"0"``, unless configured); the
+Invariants: a GPU slot is held by at most one task (a placement naming one
+GPU or one node twice is refused); ``allocate`` is all-or-nothing (either
+every node of a placement gets its slots or nothing changes); ``release`` of
+an unknown task is a no-op. Every node sits under one network switch
+(``Node.switch``; one switch, ``"0"``, unless configured); the
 topology-aware placement helper is ``ClusterState.place`` (see ``topology``).
 """
 
@@ -59,7 +60,11 @@ class ClusterState:
     def allocate(self, task_id: int, placement: Placement) -> None:
         if task_id in self.held:
             raise ValueError(f"task {task_id} already holds a placement")
+        if len({s.node for s in placement.nodes}) != len(placement.nodes):
+            raise ValueError("a node appears twice in the placement")
         for slot in placement.nodes:
+            if len(set(slot.gpus)) != len(slot.gpus):
+                raise ValueError(f"a GPU appears twice on {slot.node}")
             node = self.nodes.get(slot.node)
             if node is None:
                 raise ValueError(f"unknown node {slot.node!r}")

@@ -205,3 +205,86 @@ def test_a_start_outside_the_tasks_partition_is_refused():
     q = LiveQueue(c, Misplacing([]))
     q.add(tv(1), partition="p2")
     assert q.plan(0.0).starts == [] and not c.held
+
+
+# --- properties: whatever a policy answers, the queue keeps the invariants ---------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+class Chaos(Scripted):
+    """Answers random actions (valid or not) drawn from the view: a fuzzer of the queue's checks."""
+
+    def __init__(self, data) -> None:
+        super().__init__([])
+        self.data = data
+
+    def schedule(self, view: View) -> list[Action]:
+        out: list[Action] = []
+        names = [n.name for n in view.nodes]
+        for _ in range(self.data.draw(st.integers(0, 6))):
+            kind = self.data.draw(st.sampled_from(["start", "start", "preempt", "wake"]))
+            if kind == "start" and view.waiting:
+                tid = self.data.draw(st.sampled_from(sorted(view.waiting)))
+                slots = [NodeSlots(node=self.data.draw(st.sampled_from(names)),
+                                   gpus=self.data.draw(st.lists(st.integers(0, 3), max_size=4)))
+                         for _ in range(self.data.draw(st.integers(1, 2)))]
+                out.append(Start(tid, Placement(nodes=slots)))
+            elif kind == "preempt":
+                pool = sorted(set(view.running) | {999})
+                out.append(Preempt(self.data.draw(st.sampled_from(pool))))
+            else:
+                out.append(Wake(view.now + 1))
+        return out
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_queue_invariants_hold_against_any_answer(data):
+    c = cluster(n=3, gpus=4)
+    quotas = Quotas(users={"a": Limits(max_gpus=3)}, groups={"g2": Limits(max_gpus=4)},
+                    exhausted=frozenset({"user:c"}) if data.draw(st.booleans()) else frozenset())
+    q = LiveQueue(c, Chaos(data), max_running=data.draw(st.sampled_from([None, 2])))
+    next_id = 1
+    for step in range(data.draw(st.integers(1, 8))):
+        for _ in range(data.draw(st.integers(0, 3))):
+            q.add(tv(next_id, gpus=data.draw(st.integers(0, 4)), owner=data.draw(st.sampled_from("abc")),
+                     group=data.draw(st.sampled_from(["g1", "g2"])), preemptible=data.draw(st.booleans())))
+            next_id += 1
+        before = dict(q.running)
+        plan = q.plan(float(step), quotas)
+        # only preemptible tasks that were running are preempted
+        for p in plan.preempts:
+            assert p.task_id in before and before[p.task_id].preemptible
+        # no slot held twice; the cluster matches the running set
+        seen = set()
+        for tid, pl in c.held.items():
+            assert tid in q.running
+            for s in pl.nodes:
+                for g in s.gpus:
+                    assert (s.node, g) not in seen and 0 <= g < 4
+                    seen.add((s.node, g))
+        # starts are whole (gang) and on distinct nodes
+        for s in plan.starts:
+            t = q.running[s.task_id]
+            nodes = [n.node for n in s.placement.nodes]
+            assert s.placement.gpu_count == t.gpus and len(set(nodes)) == len(nodes)
+            assert "c" != t.owner or not quotas.exhausted
+        # quotas: caps never exceeded by what started (tasks running before were within them too)
+        users, groups = {}, {}
+        for t in q.running.values():
+            users[t.owner] = users.get(t.owner, 0) + t.gpus
+            groups[t.group] = groups.get(t.group, 0) + t.gpus
+        assert users.get("a", 0) <= 3 and groups.get("g2", 0) <= 4
+        if q.max_running is not None:
+            per = {}
+            for t in q.running.values():
+                per[t.owner] = per.get(t.owner, 0) + 1
+            assert all(v <= q.max_running for v in per.values())
+        # preempted tasks stop and come back
+        for tid in list(q.preempting):
+            if data.draw(st.booleans()):
+                back = q.requeue(tid, float(step) + 0.5)
+                assert back is not None and back.start is None and tid in q.waiting
+        assert set(q.explain(float(step), quotas)) == set(q.waiting)

@@ -24,6 +24,11 @@ def test_allocation_is_all_or_nothing():
     assert c.nodes["n2"].holders == {}  # nothing of the failed placement was kept
     with pytest.raises(ValueError, match="already holds"):
         c.allocate(1, Placement(nodes=[NodeSlots(node="n2", gpus=[0])]))
+    with pytest.raises(ValueError, match="twice"):  # one GPU counted as two: found by the fuzzer
+        c.allocate(3, Placement(nodes=[NodeSlots(node="n2", gpus=[1, 1])]))
+    with pytest.raises(ValueError, match="twice"):
+        c.allocate(3, Placement(nodes=[NodeSlots(node="n2", gpus=[0]), NodeSlots(node="n2", gpus=[1])]))
+    assert c.nodes["n2"].holders == {}
     c.release(1)
     c.release(1)  # idempotent
     assert all(not n.holders for n in c.nodes.values())
