@@ -33,7 +33,7 @@ from typing import Any
 from tacc_hub.compiler import ExecutionPlan, SiteProfile, compile_task
 from tacc_hub.executors import Executor, Launch, LaunchError, Observation
 from tacc_hub.scheduler import ClusterState, Placement, Request, never_fits
-from tacc_hub.scheduler.history import DurationHistory
+from tacc_hub.scheduler.durations import DurationHistory
 from tacc_hub.scheduler.policy import Explanation, Limits, Policy, Quotas, TaskView
 from tacc_hub.scheduler.queue import LiveQueue
 from tacc_hub.scheduler.quota import exhausted, period_start, refusal

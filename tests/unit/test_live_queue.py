@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import ClassVar
 
 from tacc_hub.scheduler import ClusterState, Node, NodeSlots, Placement
+from tacc_hub.scheduler.durations import DurationHistory
 from tacc_hub.scheduler.explain import explain, project
-from tacc_hub.scheduler.history import DurationHistory
 from tacc_hub.scheduler.policies import FifoGang
 from tacc_hub.scheduler.policy import Action, Limits, Preempt, Quotas, Start, TaskView, View, Wake
 from tacc_hub.scheduler.queue import LiveQueue
