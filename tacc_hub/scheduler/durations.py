@@ -1,6 +1,6 @@
 """Predicted run times for the live service, from the runs of similar tasks.
 
-``DurationHistory.predict`` answers, in order of preference: the median of the
+``RunTimePredictor.predict`` answers, in order of preference: the median of the
 last runs of the same user's tasks with the same digest (the same code,
 environment and resources: the best evidence), else with the same name, else of
 all that user's tasks, else the task's time limit (what Slurm assumes). The answer is always
@@ -21,7 +21,7 @@ import statistics
 from collections import OrderedDict, deque
 
 
-class DurationHistory:
+class RunTimePredictor:
     def __init__(self, keep: int = 20, max_keys: int = 100_000, floor: float = 1.0) -> None:
         self.keep, self.max_keys, self.floor = keep, max_keys, floor
         self._runs: OrderedDict[tuple[str, str, str], deque[float]] = OrderedDict()

@@ -33,7 +33,7 @@ from typing import Any
 from tacc_hub.compiler import ExecutionPlan, SiteProfile, compile_task
 from tacc_hub.executors import Executor, Launch, LaunchError, Observation
 from tacc_hub.scheduler import ClusterState, Placement, Request, never_fits
-from tacc_hub.scheduler.durations import DurationHistory
+from tacc_hub.scheduler.durations import RunTimePredictor
 from tacc_hub.scheduler.policy import Explanation, Limits, Policy, Quotas, TaskView
 from tacc_hub.scheduler.queue import LiveQueue
 from tacc_hub.scheduler.quota import exhausted, period_start, refusal
@@ -109,7 +109,7 @@ class Controller:
         self.min_tick_interval = min_tick_interval
         self.cluster = ClusterState(executor.nodes())
         self.queue = LiveQueue(self.cluster, policy, max_running_per_user)
-        self.history = DurationHistory()
+        self.history = RunTimePredictor()
         self.groups: dict[str, str] = {}  # user -> group; not listed: "default"
         self.quotas: Quotas | None = None  # None: no quota configured at all
         self.quota_period = quota_period

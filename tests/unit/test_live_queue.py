@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from tacc_hub.scheduler import ClusterState, Node, NodeSlots, Placement
-from tacc_hub.scheduler.durations import DurationHistory
+from tacc_hub.scheduler.durations import RunTimePredictor
 from tacc_hub.scheduler.explain import explain, project
 from tacc_hub.scheduler.policies import FifoGang
 from tacc_hub.scheduler.policy import Action, Limits, Preempt, Quotas, Start, TaskView, View, Wake
@@ -157,7 +157,7 @@ def test_project_skips_tasks_larger_than_the_cluster():
 
 
 def test_history_prefers_the_closest_evidence_and_caps_at_the_limit():
-    h = DurationHistory()
+    h = RunTimePredictor()
     assert h.predict("a", "train", "d1", 600) == 600 and h.source("a", "train", "d1") == "time limit"
     for x in (100, 120, 110):
         h.observe("a", "train", "d1", x)
@@ -172,7 +172,7 @@ def test_history_prefers_the_closest_evidence_and_caps_at_the_limit():
 
 
 def test_history_memory_is_bounded():
-    h = DurationHistory(keep=3, max_keys=10)
+    h = RunTimePredictor(keep=3, max_keys=10)
     for i in range(100):
         h.observe(f"u{i}", "n", "d", float(i))
         h.observe("a", "n", "d", float(i))
