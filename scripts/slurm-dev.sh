@@ -18,8 +18,9 @@
 #                each (gres files are symlinks to /dev/null), partition "gpu" (default),
 #                topology/tree with switches s1 (n1,n2) and s2 (n3,n4) under "root"
 # Ports are fixed so that a restart keeps them, away from Slurm's defaults (6817-6819):
-# base = $TACC_SLURM_PORT_BASE (default 16810): MariaDB base+6, slurmctld base+7, slurmdbd
-# base+9, slurmd n1..n4 base+11..base+14.
+# base = $TACC_SLURM_PORT_BASE (default 16810; a state dir remembers the base it was first
+# brought up with): MariaDB base+6, slurmctld base+7, slurmdbd base+9, slurmd n1..n4
+# base+11..base+14.
 #
 # Idempotent: `up` on a running cluster only checks it (running jobs are kept); `down` stops
 # only processes whose pid file is in DIR and that name DIR in their command line or
@@ -72,7 +73,9 @@ CONF=$DIR/etc/slurm.conf
 export SLURM_CONF=$CONF
 ENV_LINE="export SLURM_CONF=$CONF"
 
-PORT_BASE=${TACC_SLURM_PORT_BASE:-16810}
+# The port base a state dir was first brought up with is kept (DIR/etc/port-base), so later
+# commands need no environment; an explicit TACC_SLURM_PORT_BASE wins (checked below).
+PORT_BASE=${TACC_SLURM_PORT_BASE:-$(cat "$DIR/etc/port-base" 2>/dev/null || echo 16810)}
 [[ "$PORT_BASE" =~ ^[0-9]+$ ]] && ((PORT_BASE >= 1024 && PORT_BASE <= 65500)) \
   || die "TACC_SLURM_PORT_BASE must be a port number in 1024..65500, not '$PORT_BASE'"
 MYSQL_PORT=$((PORT_BASE + 6))
@@ -290,6 +293,7 @@ write_configs() {
   write_conf "$DIR/etc/gres.conf" render_gres_conf 644
   write_conf "$DIR/etc/topology.conf" render_topology_conf 644
   write_conf "$DIR/etc/slurmdbd.conf" render_slurmdbd_conf 600
+  echo "$PORT_BASE" >"$DIR/etc/port-base"
 }
 
 # ---------------------------------------------------------------- the daemons, in start order
