@@ -144,6 +144,13 @@ wait_for() {
   done
 }
 
+# need_port NAME PORT: fail at once when something already listens on 127.0.0.1:PORT.
+need_port() {
+  if (exec 3<>"/dev/tcp/127.0.0.1/$2") 2>/dev/null; then
+    die "port $2 for $1 is taken (another dev cluster?); bring that one down or pick another block with TACC_SLURM_PORT_BASE=N (ports N+6..N+14) and a new state dir"
+  fi
+}
+
 # start_daemon LOGFILE CMD...: start CMD detached from us (own session, no inherited fds).
 start_daemon() {
   local log=$1
@@ -328,6 +335,7 @@ start_mariadb() {
         --auth-root-authentication-method=socket >"$DIR/log/mariadb-install.log" 2>&1 \
         || { tail -n 20 "$DIR/log/mariadb-install.log" >&2; die "mariadb-install-db failed"; }
     fi
+    need_port mariadbd "$MYSQL_PORT"
     say "starting mariadbd on 127.0.0.1:$MYSQL_PORT"
     rm -f "$MYSQL_SOCK"
     start_daemon "$DIR/log/mariadbd.out" runuser -u mysql -- mariadbd --no-defaults \
@@ -351,6 +359,7 @@ dbd_ok() { sacctmgr -n -P list cluster format=cluster; }
 
 start_slurmdbd() {
   if ! ours "$DIR/run/slurmdbd.pid"; then
+    need_port slurmdbd "$DBD_PORT"
     say "starting slurmdbd on 127.0.0.1:$DBD_PORT"
     start_daemon "$DIR/log/slurmdbd.out" slurmdbd
   fi
@@ -363,6 +372,7 @@ start_slurmdbd() {
 
 start_slurmctld() {
   if ! ours "$DIR/run/slurmctld.pid"; then
+    need_port slurmctld "$CTLD_PORT"
     say "starting slurmctld on 127.0.0.1:$CTLD_PORT"
     start_daemon "$DIR/log/slurmctld.out" slurmctld -i
   fi
@@ -373,6 +383,7 @@ start_slurmds() {
   local n
   for n in "${NODES[@]}"; do
     if ! ours "$DIR/run/slurmd-$n.pid"; then
+      need_port "slurmd $n" "$(node_port "$n")"
       say "starting slurmd $n on 127.0.0.1:$(node_port "$n")"
       start_daemon "$DIR/log/slurmd-$n.out" slurmd -N "$n"
     fi
