@@ -19,6 +19,9 @@ import pytest
 
 from tests.slurm.conftest import SlurmCluster
 
+# The first test's setup may install the Debian packages before the cluster comes up.
+pytestmark = pytest.mark.timeout(900)
+
 NODES = ["n1", "n2", "n3", "n4"]
 WAIT_S = 120  # the machine is shared and slow; the scheduler runs every 2 s
 
