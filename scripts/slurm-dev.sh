@@ -69,6 +69,12 @@ elif [[ ! -d "$DIR" ]]; then
   exit 1
 fi
 DIR=$(cd "$DIR" && pwd -P)
+[[ "$DIR" != *[[:space:]]* ]] || die "the state dir may not contain white space (Slurm's config files cannot quote it): '$DIR'"
+if [[ "$CMD" != status ]]; then
+  # One up/down at a time per state dir (two test sessions may share one).
+  exec 9>"$DIR/.lock"
+  flock 9
+fi
 CONF=$DIR/etc/slurm.conf
 export SLURM_CONF=$CONF
 ENV_LINE="export SLURM_CONF=$CONF"
