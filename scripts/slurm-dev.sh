@@ -161,7 +161,7 @@ need_port() {
 start_daemon() {
   local log=$1
   shift
-  setsid "$@" </dev/null >>"$log" 2>&1 &
+  setsid "$@" </dev/null >>"$log" 2>&1 9>&- &
   disown || true
 }
 
@@ -324,7 +324,7 @@ start_munge() {
   rm -f "$MUNGE_SOCK" "$MUNGE_SOCK.lock"
   runuser -u munge -- munged --socket="$MUNGE_SOCK" --key-file="$MUNGE_DIR/munge.key" \
     --pid-file="$MUNGE_DIR/munged.pid" --log-file="$MUNGE_DIR/munged.log" \
-    --seed-file="$MUNGE_DIR/munged.seed" --num-threads=10 </dev/null >>"$DIR/log/munged.out" 2>&1 \
+    --seed-file="$MUNGE_DIR/munged.seed" --num-threads=10 </dev/null >>"$DIR/log/munged.out" 2>&1 9>&- \
     || { tail -n 20 "$DIR/log/munged.out" "$MUNGE_DIR/munged.log" >&2 2>/dev/null || true; die "munged did not start"; }
   wait_for munged "$MUNGE_DIR/munged.log" munge_ok
 }
