@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: installs what it needs (pip, and Debian's
-# PostgreSQL for the store tests), then lint, types, and every test. Extra arguments go to pytest.
+# PostgreSQL for the store tests, Slurm + munge + MariaDB for the dev cluster tests), then lint, types, and every test. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/bootstrap.sh
@@ -10,6 +10,13 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
   echo "test: installing PostgreSQL (Debian package) for the store tests"
   if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq postgresql >/dev/null
   else sudo apt-get update -qq && sudo apt-get install -y -qq postgresql >/dev/null; fi
+fi
+
+if ! command -v slurmctld >/dev/null || ! command -v slurmdbd >/dev/null || ! command -v mariadbd >/dev/null \
+   || ! command -v munged >/dev/null; then
+  echo "test: installing Slurm, munge, MariaDB (Debian packages) for the Slurm dev cluster tests"
+  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq slurm-wlm munge slurmdbd mariadb-server >/dev/null
+  else sudo apt-get update -qq && sudo apt-get install -y -qq slurm-wlm munge slurmdbd mariadb-server >/dev/null; fi
 fi
 
 echo "== ruff";  ruff check .
