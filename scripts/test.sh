@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test suite on a fresh machine: installs what it needs (pip, and Debian's
-# PostgreSQL for the store tests, Slurm + munge + MariaDB for the dev cluster tests), then lint, types, and every test. Extra arguments go to pytest.
+# The whole test suite on a fresh machine: installs what it needs (pip; Debian's PostgreSQL
+# for the store tests; Slurm, munge and MariaDB for the dev cluster tests), then lint, types,
+# and every test. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/bootstrap.sh
