@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import shutil
 import signal
 import socket
 import time
@@ -34,7 +33,7 @@ from typing import Any
 
 from ..scheduler.cluster import Node
 from .base import Executor, Launch, LaunchError, Observation
-from .prepare import ensure_env, materialize_code
+from .prepare import owner_dir, prepare_task_dir, task_env
 
 SUPERVISOR = (
     'cd -- "$1" || exit 111\n'
@@ -104,51 +103,21 @@ class LocalExecutor(Executor):
         return self.root / "tasks" / str(int(task_id))
 
     def user_dir(self, owner: str) -> Path:
-        # owner names are validated by the service (JupyterHub/standalone names); keep one path segment.
-        safe = owner.replace("/", "_").replace("\x00", "_")
-        if safe in ("", ".", ".."):
-            raise LaunchError("invalid owner name")
-        return self.root / "users" / safe
+        return owner_dir(self.root, owner)
 
     def _prepare(self, launch: Launch) -> Path:
-        plan = launch.plan
-        tdir = self.task_dir(launch.task_id)
-        if tdir.exists():  # a run after a preemption: keep the log (appended to) and the checkpoints
-            for entry in tdir.iterdir():
-                if entry.name in ("output.log", "checkpoint"):
-                    continue
-                if entry.is_dir() and not entry.is_symlink():
-                    shutil.rmtree(entry)
-                else:
-                    entry.unlink()
-        tdir.mkdir(parents=True, exist_ok=True)
-        (tdir / "checkpoint").mkdir(exist_ok=True)
-        ensure_env(plan.env)
-        materialize_code(plan.code, tdir / "work")
-        (tdir / "work" / plan.workdir).mkdir(parents=True, exist_ok=True)
-        for name, content in plan.files.items():
-            (tdir / name).write_text(content)
-        (tdir / "launch.sh").write_text(plan.script)
-        (tdir / "output.log").touch()
-        self.user_dir(launch.owner).mkdir(parents=True, exist_ok=True)
-        return tdir
+        return prepare_task_dir(self.task_dir(launch.task_id), launch, self.user_dir(launch.owner))
 
     def _environ(self, launch: Launch, tdir: Path) -> dict[str, str]:
         env = {k: os.environ[k] for k in self.env_keep if k in os.environ}
         env.update(self.extra_env)
         slots = launch.placement.nodes[0].gpus if launch.placement.nodes else []
+        env.update(task_env(launch, tdir, self.user_dir(launch.owner), self.grace_period))
         env.update({
-            "TACC_TASK_ID": str(launch.task_id),
-            "TACC_TASKDIR": str(tdir),
-            "TACC_WORKDIR": str(tdir / "work"),
-            "TACC_USERDIR": str(self.user_dir(launch.owner)),
             "TACC_NODE_RANK": "0",
             "TACC_NNODES": "1",
             "TACC_MASTER_ADDR": "127.0.0.1",
             "TACC_MASTER_PORT": str(free_port()),
-            "TACC_CHECKPOINT_DIR": str(tdir / "checkpoint"),
-            "TACC_ATTEMPT": str(launch.attempt),
-            "TACC_PREEMPT_GRACE": f"{self.grace_period:g}",
             "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in slots),
         })
         return env

@@ -21,7 +21,7 @@ from pathlib import Path
 from tacc_hub.compiler.plan import CodePlan, EnvPlan
 from tacc_hub.snapshot import SnapshotError, unpack
 
-from .base import LaunchError
+from .base import Launch, LaunchError
 
 READY = ".tacc-ready"
 BUILD_TIMEOUT_S = 3600
@@ -100,6 +100,57 @@ def _build_conda(env: EnvPlan, tmp: Path) -> None:
     for ch in env.conda.channels:
         argv += ["--channel", ch]
     _run([*argv, *env.conda.dependencies], "creating the conda environment")
+
+
+def owner_dir(root: Path, owner: str) -> Path:
+    """``<root>/users/<owner>``: the owner's persistent directory (one path segment)."""
+    # owner names are validated by the service (JupyterHub/standalone names); keep one path segment.
+    safe = owner.replace("/", "_").replace("\x00", "_")
+    if safe in ("", ".", ".."):
+        raise LaunchError("invalid owner name")
+    return root / "users" / safe
+
+
+def prepare_task_dir(tdir: Path, launch: Launch, user_dir: Path) -> Path:
+    """Lay out ``tdir`` for a run: plan files, ``launch.sh``, ``work/`` (code), ``output.log``, ``checkpoint/``.
+
+    Shared by the executors whose nodes see this machine's filesystem (local, Slurm). A run
+    after a preemption keeps ``output.log`` (appended to) and ``checkpoint/``; everything else,
+    including an ``exitcode`` of the earlier run, is removed first.
+    """
+    plan = launch.plan
+    if tdir.exists():
+        for entry in tdir.iterdir():
+            if entry.name in ("output.log", "checkpoint"):
+                continue
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+    tdir.mkdir(parents=True, exist_ok=True)
+    (tdir / "checkpoint").mkdir(exist_ok=True)
+    ensure_env(plan.env)
+    materialize_code(plan.code, tdir / "work")
+    (tdir / "work" / plan.workdir).mkdir(parents=True, exist_ok=True)
+    for name, content in plan.files.items():
+        (tdir / name).write_text(content)
+    (tdir / "launch.sh").write_text(plan.script)
+    (tdir / "output.log").touch()
+    user_dir.mkdir(parents=True, exist_ok=True)
+    return tdir
+
+
+def task_env(launch: Launch, tdir: Path, user_dir: Path, grace_period: float) -> dict[str, str]:
+    """The launch variables that do not depend on the node (see ``compiler.plan.LAUNCH_ENV``)."""
+    return {
+        "TACC_TASK_ID": str(launch.task_id),
+        "TACC_TASKDIR": str(tdir),
+        "TACC_WORKDIR": str(tdir / "work"),
+        "TACC_USERDIR": str(user_dir),
+        "TACC_CHECKPOINT_DIR": str(tdir / "checkpoint"),
+        "TACC_ATTEMPT": str(launch.attempt),
+        "TACC_PREEMPT_GRACE": f"{grace_period:g}",
+    }
 
 
 def materialize_code(code: CodePlan, dest: Path) -> None:

@@ -1,0 +1,408 @@
+"""The Slurm executor: each task run is one batch job on exactly the placement our scheduler chose.
+
+Task directories are laid out as by the local executor (``<state_dir>/tasks/<id>/``: launch.sh,
+``work/``, ``output.log``, ``exitcode``, ``checkpoint/``); the cluster's nodes must see this
+machine's filesystem at the same paths (a shared file system; on the dev cluster they are this
+machine). The batch job (``sbatch.py``) runs ``launch.sh`` on every node with ``srun`` and
+writes ``exitcode`` last; its output is appended to ``output.log``, which the log endpoints read.
+
+Observing: one ``squeue --json`` per poll for all tasks, plus one ``sacct --json -j a,b,...``
+for the jobs squeue no longer lists. When a command fails or times out, the tasks are
+``unknown`` (never ``gone``) and the next tries back off exponentially. A job that neither
+command knows is ``unknown`` for ``missing_grace`` seconds (accounting may lag) before ``gone``.
+
+A job PENDING in Slurm after our scheduler placed it (nodes still held by a job that is ending,
+or by jobs of non-tacc users) is "running" from the service's view: the scheduler has given it
+its GPUs, and it starts when Slurm frees them.
+
+Cancel: ``scancel --signal=TERM`` (every step: the task's processes on each node; the batch
+shell is spared so that it still collects their output and exit code), up to ``grace_period``
+seconds for the task to save its state, then ``scancel --signal=KILL --full`` and ``scancel``.
+Idempotent: a job that is no longer active is left alone.
+
+Invariants: every command is an argv list (``asyncio`` subprocess exec, never a shell);
+jobs get a scrubbed environment (``env_keep`` plus ``SLURM_CONF``), their launch variables
+being exported, quoted, by the batch script.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from ..scheduler.cluster import Node
+from .base import Executor, Launch, LaunchError, Observation
+from .local import DEFAULT_ENV_KEEP, free_port
+from .prepare import owner_dir, prepare_task_dir, task_env
+from .sbatch import render_batch
+
+log = logging.getLogger(__name__)
+
+# Marks a reason after which the service may run the task again (it did not fail by itself).
+REQUEUE_MARK = "[requeue]"
+
+# Slurm job state -> (our status, reason). Exit codes come from the task's exitcode file when
+# it wrote one, else from Slurm; an ended job that did not complete never reports exit code 0.
+STATES: dict[str, tuple[str, str | None]] = {
+    "PENDING": ("running", None),  # waiting for the nodes our scheduler gave it (see the docstring)
+    "CONFIGURING": ("running", None),  # nodes allocated, being readied (booting, prolog)
+    "RUNNING": ("running", None),  # the batch script runs
+    "COMPLETING": ("running", None),  # processes ending, epilog running; final state not known yet
+    "SUSPENDED": ("running", None),  # paused by an admin (scontrol suspend); still holds its nodes
+    "REQUEUED": ("running", None),  # Slurm put it back (we submit --no-requeue; an admin may still)
+    "REQUEUE_HOLD": ("running", None),  # as REQUEUED, held
+    "RESIZING": ("running", None),  # the allocation changes size
+    "SIGNALING": ("running", None),  # a signal is being delivered
+    "STAGE_OUT": ("running", None),  # burst buffer stage-out after the script ended
+    "COMPLETED": ("exited", None),  # every process ended with exit code 0
+    "FAILED": ("exited", None),  # ended with a non-zero exit code
+    "CANCELLED": ("exited", "cancelled in Slurm"),  # scancel by us, a user or an admin
+    "TIMEOUT": ("exited", "time limit"),  # Slurm's --time reached (our own limit is enforced first)
+    "NODE_FAIL": ("exited", f"node failure {REQUEUE_MARK}"),  # a node of the job died
+    "BOOT_FAIL": ("exited", f"node boot failure {REQUEUE_MARK}"),  # a node failed to boot for it
+    "PREEMPTED": ("exited", f"preempted by Slurm {REQUEUE_MARK}"),  # Slurm's own preemption
+    "OUT_OF_MEMORY": ("exited", "out of memory"),  # the memory limit was hit
+    "DEADLINE": ("exited", "deadline reached"),  # --deadline passed
+    "REVOKED": ("exited", "revoked by a federated cluster"),  # ran elsewhere (federation)
+    "SPECIAL_EXIT": ("exited", "special exit"),  # requeue-on-exit code; held by Slurm
+}
+ACTIVE = {state for state, (status, _) in STATES.items() if status == "running"}
+
+
+class SlurmError(RuntimeError):
+    """A Slurm command failed, timed out, or answered something we cannot read."""
+
+
+def expand_hostlist(expr: str) -> list[str]:
+    """``n[1-3,7],gpu01`` -> ``[n1, n2, n3, n7, gpu01]`` (Slurm's hostlist syntax, one bracket level)."""
+    names: list[str] = []
+    for prefix, inner, plain in re.findall(r"([^,\[]*)\[([^\]]*)\]|([^,\[\]]+)", expr):
+        if plain:
+            names.append(plain)
+            continue
+        for part in inner.split(","):
+            lo, _, hi = part.partition("-")
+            if not hi:
+                names.append(prefix + lo)
+                continue
+            width = len(lo)
+            names += [f"{prefix}{i:0{width}d}" for i in range(int(lo), int(hi) + 1)]
+    return names
+
+
+def _state_name(raw: Any) -> str:
+    """A job state from squeue (``"RUNNING"``) or sacct (``{"current": "RUNNING"}``)."""
+    if isinstance(raw, dict):
+        raw = raw.get("current")
+    return str(raw or "").split()[0].upper() if raw else ""
+
+
+def _slurm_exit(raw: Any) -> int | None:
+    """Exit code from squeue (a wait status) or sacct (``{"return_code": n, "signal": {...}}``)."""
+    if isinstance(raw, int):
+        return 128 + (raw & 0x7F) if raw & 0x7F else raw >> 8
+    if isinstance(raw, dict):
+        sig = raw.get("signal", {}).get("signal_id") if isinstance(raw.get("signal"), dict) else None
+        if isinstance(sig, int) and sig:
+            return 128 + sig
+        rc = raw.get("return_code")
+        return rc if isinstance(rc, int) else None
+    return None
+
+
+class SlurmExecutor(Executor):
+    name = "slurm"
+
+    def __init__(
+        self,
+        state_dir: str | Path,
+        *,
+        partition: str | None = None,
+        slurm_conf: str | None = None,
+        submit_as: str | None = None,
+        grace_period: float = 10.0,
+        env_keep: tuple[str, ...] = DEFAULT_ENV_KEEP,
+        extra_env: dict[str, str] | None = None,
+        bin_dir: str | None = None,
+        command_timeout: float = 30.0,
+        missing_grace: float = 60.0,
+        max_backoff: float = 60.0,
+    ) -> None:
+        self.root = Path(state_dir)
+        (self.root / "tasks").mkdir(parents=True, exist_ok=True)
+        (self.root / "users").mkdir(parents=True, exist_ok=True)
+        self.partition = partition or None
+        self.slurm_conf = slurm_conf or os.environ.get("SLURM_CONF") or None
+        self.submit_as = submit_as or None
+        self.grace_period = grace_period
+        self.env_keep = env_keep
+        self.extra_env = dict(extra_env or {})
+        self.bin_dir = bin_dir
+        self.command_timeout = command_timeout
+        self.missing_grace = missing_grace
+        self.max_backoff = max_backoff
+        self._nodes: list[Node] | None = None
+        self._failures = 0
+        self._retry_at = 0.0
+        self._missing_since: dict[str, float] = {}
+
+    # --- commands -----------------------------------------------------------------------
+
+    def _argv(self, cmd: str, *args: str, as_user: bool = False) -> list[str]:
+        exe = os.path.join(self.bin_dir, cmd) if self.bin_dir else cmd
+        prefix = ["runuser", "-u", self.submit_as, "--"] if as_user and self.submit_as else []
+        return [*prefix, exe, *args]
+
+    def _env(self) -> dict[str, str]:
+        """What Slurm commands (and through sbatch --export=ALL, the jobs) see."""
+        env = {k: os.environ[k] for k in self.env_keep if k in os.environ}
+        if self.slurm_conf:
+            env["SLURM_CONF"] = self.slurm_conf
+        return env
+
+    async def _run(self, argv: list[str], *, stdin: bytes | None = None) -> str:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv, env=self._env(), stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            )
+        except OSError as exc:
+            raise SlurmError(f"{argv[0]}: {exc}") from exc
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(stdin), self.command_timeout)
+        except TimeoutError as exc:
+            proc.kill()
+            await proc.wait()
+            raise SlurmError(f"{os.path.basename(argv[0])} timed out after {self.command_timeout:g} s") from exc
+        if proc.returncode != 0:
+            text = (err or out).decode(errors="replace").strip()[-500:]
+            raise SlurmError(f"{' '.join(argv[:2])} exited {proc.returncode}: {text}")
+        return out.decode(errors="replace")
+
+    async def _json(self, *argv: str) -> dict[str, Any]:
+        text = await self._run(self._argv(*argv, "--json"))
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise SlurmError(f"{argv[0]} --json printed no JSON: {text[:200]!r}") from exc
+        if not isinstance(data, dict) or data.get("errors"):
+            raise SlurmError(f"{argv[0]} --json reported errors: {str(data.get('errors'))[:300]}")
+        return data
+
+    # --- nodes --------------------------------------------------------------------------
+
+    def nodes(self) -> list[Node]:
+        if self._nodes is None:
+            self.refresh_nodes()
+        assert self._nodes is not None
+        return [Node(n.name, n.gpus, n.partition, n.gpu_type, switch=n.switch) for n in self._nodes]
+
+    def refresh_nodes(self) -> list[Node]:
+        """Read the nodes (``sinfo --json``) and their leaf switches (``scontrol show topology``)."""
+        def run(*args: str) -> str:
+            try:
+                proc = subprocess.run(self._argv(*args), env=self._env(), capture_output=True, text=True,
+                                      timeout=self.command_timeout, check=False)
+            except (OSError, subprocess.TimeoutExpired) as exc:
+                raise SlurmError(f"{args[0]}: {exc}") from exc
+            if proc.returncode != 0:
+                raise SlurmError(f"{' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
+            return proc.stdout
+
+        try:
+            data = json.loads(run("sinfo", "--json"))
+        except ValueError as exc:
+            raise SlurmError("sinfo --json printed no JSON") from exc
+        switches: dict[str, str] = {}
+        for line in run("scontrol", "show", "topology").splitlines():
+            fields = dict(re.findall(r"(\w+)=(\S+)", line))
+            if fields.get("Level") == "0" and "SwitchName" in fields:
+                for host in expand_hostlist(fields.get("Nodes", "")):
+                    switches[host] = fields["SwitchName"]
+        found: dict[str, Node] = {}
+        for raw in data.get("nodes", []):
+            name = str(raw.get("name", ""))
+            state = str(raw.get("state", "")).lower()
+            flags = {str(f).upper() for f in raw.get("state_flags") or []}
+            if not name or state in ("down", "fail", "future", "unknown") or flags & {"DRAIN", "FAIL", "NOT_RESPONDING"}:
+                continue  # cannot take work now
+            partitions = [str(p) for p in raw.get("partitions") or []]
+            if self.partition and self.partition not in partitions:
+                continue
+            gpus, gpu_type = 0, None
+            for gres in str(raw.get("gres") or "").split(","):
+                parts = gres.split("(")[0].split(":")
+                if parts[0] == "gpu" and parts[-1].isdigit():
+                    gpus += int(parts[-1])
+                    gpu_type = parts[1] if len(parts) == 3 else gpu_type
+            found[name] = Node(name=name, gpus=gpus, gpu_type=gpu_type, switch=switches.get(name, "0"),
+                               partition=self.partition or (partitions[0] if partitions else None))
+        self._nodes = [found[n] for n in sorted(found)]
+        return self.nodes()
+
+    # --- launch -------------------------------------------------------------------------
+
+    def task_dir(self, task_id: int) -> Path:
+        return self.root / "tasks" / str(int(task_id))
+
+    def user_dir(self, owner: str) -> Path:
+        return owner_dir(self.root, owner)
+
+    def _prepare(self, launch: Launch) -> Path:
+        tdir = prepare_task_dir(self.task_dir(launch.task_id), launch, self.user_dir(launch.owner))
+        if self.submit_as:  # the job runs as that user: it writes its log, exit code and checkpoints
+            for top in (tdir, self.user_dir(launch.owner)):
+                for dirpath, _, files in os.walk(top):
+                    shutil.chown(dirpath, self.submit_as)
+                    for f in files:
+                        shutil.chown(os.path.join(dirpath, f), self.submit_as)
+        return tdir
+
+    async def launch(self, launch: Launch) -> dict[str, Any]:
+        try:
+            tdir = await asyncio.to_thread(self._prepare, launch)
+        except LaunchError:
+            raise
+        except (OSError, LookupError) as exc:
+            raise LaunchError(f"preparing the task failed: {exc}") from exc
+        env = {**self.extra_env, **task_env(launch, tdir, self.user_dir(launch.owner), self.grace_period),
+               "TACC_MASTER_PORT": str(free_port())}
+        job = render_batch(task_id=launch.task_id, plan=launch.plan, placement=launch.placement, task_dir=tdir,
+                           env=env, partition=self.partition)
+        script = tdir / "job.sbatch"
+        script.write_text(job.script)
+        try:
+            out = await self._run(self._argv("sbatch", "--parsable", *job.options, str(script), as_user=True))
+        except SlurmError as exc:
+            raise LaunchError(f"sbatch refused the job: {exc}") from exc
+        job_id = out.strip().split(";")[0]
+        if not job_id.isdigit():
+            raise LaunchError(f"sbatch printed no job id: {out[:200]!r}")
+        return {"job_id": job_id, "dir": str(tdir)}
+
+    # --- poll ---------------------------------------------------------------------------
+
+    def _backed_off(self) -> str | None:
+        wait = self._retry_at - time.monotonic()
+        return f"Slurm commands are failing; next try in {wait:.0f} s" if wait > 0 else None
+
+    def _failed(self, exc: Exception) -> str:
+        self._failures += 1
+        delay = min(self.max_backoff, 0.5 * 2 ** (self._failures - 1))
+        self._retry_at = time.monotonic() + delay
+        log.warning("slurm: %s (retrying in %.1f s)", exc, delay)
+        return f"cannot reach Slurm: {exc}"
+
+    async def poll(self, states: dict[int, dict[str, Any]]) -> dict[int, Observation]:
+        jobs = {tid: str(st.get("job_id", "")) for tid, st in states.items()}
+        out = {tid: Observation("gone", reason="no Slurm job id recorded") for tid, jid in jobs.items()
+               if not jid.isdigit()}
+        wanted = {tid: jid for tid, jid in jobs.items() if jid.isdigit()}
+        if not wanted:
+            return out
+        why = self._backed_off()
+        if why:
+            return {**out, **{tid: Observation("unknown", reason=why) for tid in wanted}}
+        try:
+            listed = {str(j.get("job_id")): j for j in (await self._json("squeue")).get("jobs", [])}
+            missing = sorted({jid for jid in wanted.values() if jid not in listed}, key=int)
+            if missing:
+                acct = await self._json("sacct", "-j", ",".join(missing))
+                for j in acct.get("jobs", []):
+                    listed.setdefault(str(j.get("job_id")), j)
+        except SlurmError as exc:
+            reason = self._failed(exc)
+            return {**out, **{tid: Observation("unknown", reason=reason) for tid in wanted}}
+        self._failures = 0
+        now = time.monotonic()
+        for tid, jid in wanted.items():
+            try:
+                out[tid] = self._observe(tid, jid, listed.get(jid), now)
+            except OSError as exc:
+                out[tid] = Observation("unknown", reason=str(exc))
+        return out
+
+    def _exitcode_file(self, task_id: int) -> int | None:
+        path = self.task_dir(task_id) / "exitcode"
+        if not path.exists():
+            return None
+        text = path.read_text().strip()
+        return int(text) if text.lstrip("-").isdigit() else 255
+
+    def _observe(self, task_id: int, job_id: str, job: dict[str, Any] | None, now: float) -> Observation:
+        code = self._exitcode_file(task_id)
+        cancelled = (self.task_dir(task_id) / "cancelled").exists()
+        if job is None:
+            if code is not None:
+                self._missing_since.pop(job_id, None)
+                return Observation("exited", exit_code=code, reason="cancelled" if cancelled else None)
+            since = self._missing_since.setdefault(job_id, now)
+            if now - since < self.missing_grace:
+                return Observation("unknown", reason=f"Slurm job {job_id} is not listed (yet)")
+            self._missing_since.pop(job_id, None)
+            return Observation("gone", reason=f"Slurm has no record of job {job_id}")
+        self._missing_since.pop(job_id, None)
+        state = _state_name(job.get("job_state", job.get("state")))
+        status, reason = STATES.get(state, ("unknown", f"unexpected Slurm job state {state or '?'}"))
+        if code is not None and state not in ("PENDING", "CONFIGURING"):
+            # The batch script wrote it last: the task has ended (Slurm may still be COMPLETING).
+            return Observation("exited", exit_code=code, reason="cancelled" if cancelled else None)
+        if status != "exited":
+            return Observation(status, reason=reason)  # type: ignore[arg-type]
+        slurm_code = _slurm_exit(job.get("exit_code"))
+        if state != "COMPLETED" and not slurm_code:
+            slurm_code = 1  # ended without completing: never a success
+        if cancelled:
+            reason = "cancelled"
+        return Observation("exited", exit_code=slurm_code if slurm_code is not None else 0, reason=reason)
+
+    # --- cancel -------------------------------------------------------------------------
+
+    async def _active(self, job_id: str) -> bool | None:
+        """Whether the job still holds processes; None when Slurm cannot tell now."""
+        try:
+            text = await self._run(self._argv("squeue", "-h", "-j", job_id, "-o", "%T"))
+        except SlurmError as exc:
+            if "Invalid job id" in str(exc):
+                return False
+            return None
+        return any(line.strip() in ACTIVE for line in text.splitlines())
+
+    async def _wait_ended(self, job_id: str, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while True:
+            if await self._active(job_id) is False:
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.2)
+
+    async def cancel(self, task_id: int, state: dict[str, Any]) -> None:
+        job_id = str(state.get("job_id", ""))
+        if not job_id.isdigit() or await self._active(job_id) is False:
+            return
+        marker = self.task_dir(task_id) / "cancelled"
+        try:
+            marker.touch()
+        except OSError:
+            pass
+        # TERM to the job steps only (the tasks on every node): the batch script and its srun keep
+        # running, pass the tasks' last output to the log and write their exit code.
+        steps = [("--signal=TERM",), ("--signal=KILL", "--full"), ()]
+        waits = [self.grace_period, 0.0, 30.0]
+        for args, wait in zip(steps, waits, strict=True):
+            try:
+                await self._run(self._argv("scancel", *args, job_id, as_user=True))
+            except SlurmError as exc:  # already ended, or Slurm unreachable: check below
+                log.info("slurm: scancel %s %s: %s", " ".join(args), job_id, exc)
+            if await self._wait_ended(job_id, wait):
+                return
+        log.warning("slurm: job %s of task %s is still active after scancel", job_id, task_id)

@@ -1,0 +1,196 @@
+"""The Slurm executor on the real dev cluster (scripts/slurm-dev.sh): no mocks, real sbatch/squeue/sacct.
+
+Tasks are compiled from real specs for a site whose code store and interpreter are this
+machine's (the dev cluster's nodes share this machine's file system), launched on exact
+placements, polled and cancelled through the executor's own interface.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tacc_hub.compiler import SiteProfile, compile_task
+from tacc_hub.compiler.plan import ExecutionPlan
+from tacc_hub.executors import Launch, Observation
+from tacc_hub.executors.slurm import SlurmExecutor
+from tacc_hub.scheduler.cluster import NodeSlots, Placement
+from tacc_hub.schema import spec_from_data
+from tacc_hub.snapshot import CodeStore, digest_of, pack
+from tests.slurm.conftest import SlurmCluster
+
+pytestmark = pytest.mark.timeout(900)
+
+WAIT_S = 120
+# Shell metacharacters, command substitution, both quotes, a newline, a backslash, a glob.
+HOSTILE = "a b; $(touch /tmp/tacc-pwned) `id` 'q' \"dq\" \\ * \n2nd line & | > <"
+
+
+class Tasks:
+    """Compiles and launches tasks on one executor; cancels whatever is still active at the end."""
+
+    def __init__(self, executor: SlurmExecutor, root: Path) -> None:
+        self.ex = executor
+        self.root = root
+        self.code = CodeStore(root / "code")
+        self.states: dict[int, dict[str, Any]] = {}
+        self.site = SiteProfile(
+            name="slurm-dev", pythons={"3.11": sys.executable}, default_python="3.11", env_root=str(root / "envs"),
+            code_root=str(root / "code"), max_nodes=4, max_gpus_per_node=2, partitions=["gpu"],
+        )
+
+    def plan(self, files: dict[str, str], **fields: Any) -> ExecutionPlan:
+        src = self.root / f"src{len(self.states)}-{time.monotonic_ns()}"
+        src.mkdir(parents=True)
+        for name, text in files.items():
+            (src / name).write_text(text)
+        data = pack(src)
+        digest = digest_of(data)
+        self.code.put(digest, data)
+        spec = {"name": "t", "code": {"kind": "snapshot", "digest": digest, "size": len(data)}, **fields}
+        return compile_task(spec_from_data(spec), self.site)
+
+    async def launch(self, task_id: int, plan: ExecutionPlan, *nodes: tuple[str, list[int]]) -> dict[str, Any]:
+        placement = Placement(nodes=[NodeSlots(node=n, gpus=g) for n, g in (nodes or [("n1", [])])])
+        state = await self.ex.launch(Launch(task_id=task_id, owner="alice", plan=plan, placement=placement))
+        self.states[task_id] = state
+        return state
+
+    async def wait(self, task_id: int, *wanted: str, timeout: float = WAIT_S) -> Observation:
+        deadline = time.monotonic() + timeout
+        obs = None
+        while time.monotonic() < deadline:
+            obs = (await self.ex.poll({task_id: self.states[task_id]}))[task_id]
+            if obs.status in wanted:
+                return obs
+            await asyncio.sleep(0.3)
+        raise AssertionError(f"task {task_id} did not reach {wanted}: {obs}; log: {self.log(task_id)!r}")
+
+    def log(self, task_id: int) -> str:
+        path = self.ex.log_path(task_id)
+        return path.read_text() if path.exists() else ""
+
+
+def squeue_job(job_id: str) -> dict[str, Any] | None:
+    out = subprocess.run(["squeue", "--json"], capture_output=True, text=True, check=True, timeout=60).stdout
+    return next((j for j in json.loads(out)["jobs"] if str(j["job_id"]) == job_id), None)
+
+
+@pytest.fixture
+async def tasks(slurm_cluster: SlurmCluster, tmp_path: Path) -> AsyncIterator[Tasks]:
+    ex = SlurmExecutor(tmp_path / "state", grace_period=2, missing_grace=5)
+    t = Tasks(ex, tmp_path)
+    yield t
+    for task_id, state in t.states.items():
+        await ex.cancel(task_id, state)
+
+
+async def test_nodes_come_from_sinfo_and_the_topology(tasks: Tasks) -> None:
+    nodes = tasks.ex.refresh_nodes()
+    assert [(n.name, n.gpus, n.partition, n.switch) for n in nodes] == [
+        ("n1", 2, "gpu", "s1"), ("n2", 2, "gpu", "s1"), ("n3", 2, "gpu", "s2"), ("n4", 2, "gpu", "s2"),
+    ]
+
+
+async def test_a_single_node_task_exits_zero_with_its_output(tasks: Tasks) -> None:
+    plan = tasks.plan({"main.sh": "echo hello from $SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES task=$TACC_TASK_ID\n"},
+                      entrypoint={"argv": ["bash", "main.sh"]}, resources={"gpus_per_node": 1})
+    state = await tasks.launch(1, plan, ("n2", [1]))
+    assert state["job_id"].isdigit() and state["dir"] == str(tasks.ex.task_dir(1))
+    obs = await tasks.wait(1, "exited")
+    assert obs == Observation("exited", exit_code=0), tasks.log(1)
+    text = tasks.log(1)
+    line = next(line for line in text.splitlines() if line.startswith("hello"))
+    assert line.startswith("hello from n2 gpus=") and line.endswith(" task=1"), text
+    assert len(line.split("gpus=")[1].split()[0].split(",")) == 1, text  # one GPU, index chosen by Slurm
+
+
+async def test_a_two_node_task_gets_ranks_from_each_node(tasks: Tasks) -> None:
+    plan = tasks.plan(
+        {"main.sh": 'echo "rank=$TACC_NODE_RANK of=$TACC_NNODES node=$SLURMD_NODENAME '
+                    'master=$TACC_MASTER_ADDR:$TACC_MASTER_PORT"\n'},
+        entrypoint={"argv": ["bash", "main.sh"]}, resources={"nodes": 2, "gpus_per_node": 1},
+    )
+    state = await tasks.launch(2, plan, ("n1", [0]), ("n3", [0]))
+    assert (await tasks.wait(2, "exited")).exit_code == 0, tasks.log(2)
+    lines = sorted(line for line in tasks.log(2).splitlines() if line.startswith("rank="))
+    port = lines[0].rsplit(":", 1)[1] if lines else "?"
+    assert lines == [f"rank=0 of=2 node=n1 master=127.0.0.1:{port}", f"rank=1 of=2 node=n3 master=127.0.0.1:{port}"], (
+        tasks.log(2))
+    assert port.isdigit()
+    job = squeue_job(state["job_id"])
+    assert job is not None and job["nodes"] == "n[1,3]" and job["tres_per_node"] == "gres:gpu:1", job
+
+
+async def test_a_failing_task_reports_its_exit_code(tasks: Tasks) -> None:
+    plan = tasks.plan({"main.sh": "echo failing; exit 3\n"}, entrypoint={"argv": ["bash", "main.sh"]})
+    await tasks.launch(3, plan, ("n4", []))
+    obs = await tasks.wait(3, "exited")
+    assert obs.exit_code == 3 and obs.reason is None, (obs, tasks.log(3))
+    assert "failing" in tasks.log(3)
+
+
+async def test_cancel_ends_the_job_and_poll_reports_it_cancelled(tasks: Tasks) -> None:
+    plan = tasks.plan({"main.sh": "echo started; trap 'echo got TERM; exit 143' TERM; sleep 300 & wait\n"},
+                      entrypoint={"argv": ["bash", "main.sh"]}, resources={"gpus_per_node": 2})
+    state = await tasks.launch(4, plan, ("n1", [0, 1]))
+    deadline = time.monotonic() + WAIT_S
+    while "started" not in tasks.log(4):
+        assert time.monotonic() < deadline, tasks.log(4)
+        await asyncio.sleep(0.2)
+    assert (await tasks.ex.poll({4: state}))[4].status == "running"
+    started = time.monotonic()
+    await tasks.ex.cancel(4, state)
+    took = time.monotonic() - started
+    job = squeue_job(state["job_id"])
+    assert job is None or job["job_state"] not in ("RUNNING", "PENDING", "COMPLETING"), job
+    obs = (await tasks.ex.poll({4: state}))[4]
+    assert obs.status == "exited" and obs.reason == "cancelled" and obs.exit_code != 0, obs
+    assert "got TERM" in tasks.log(4), tasks.log(4)  # SIGTERM first: the task had its grace period
+    assert took < 30, took
+    await tasks.ex.cancel(4, state)  # idempotent
+
+
+async def test_poll_says_unknown_not_gone_when_slurm_cannot_answer(tasks: Tasks, tmp_path: Path) -> None:
+    plan = tasks.plan({"main.sh": "sleep 300\n"}, entrypoint={"argv": ["bash", "main.sh"]})
+    state = await tasks.launch(5, plan, ("n2", []))
+    assert (await tasks.wait(5, "running")).status == "running"
+    broken_conf = SlurmExecutor(tmp_path / "state", slurm_conf=str(tmp_path / "missing.conf"))
+    no_squeue = SlurmExecutor(tmp_path / "state", bin_dir=str(tmp_path / "no-bin"))
+    for ex in (broken_conf, no_squeue):
+        first = (await ex.poll({5: state}))[5]
+        assert first.status == "unknown" and "cannot reach Slurm" in (first.reason or ""), first
+        again = (await ex.poll({5: state}))[5]  # backing off: not even tried
+        assert again.status == "unknown" and "next try" in (again.reason or ""), again
+    assert (await tasks.ex.poll({5: state}))[5].status == "running"
+
+
+async def test_hostile_strings_reach_the_task_verbatim(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    canary = Path("/tmp/tacc-pwned")
+    canary.unlink(missing_ok=True)
+    # The state dir itself holds a space, a quote and a command substitution.
+    ex = SlurmExecutor(tmp_path / "st ate 'q' $(touch -- pwned)", grace_period=1,
+                       extra_env={"SITE_NOTE": HOSTILE})
+    t = Tasks(ex, tmp_path)
+    show = "import os, json; print('ECHO' + json.dumps([os.environ[k] for k in ('NOTE', 'SITE_NOTE', 'TACC_TASK_NAME')]))"
+    plan = t.plan({}, entrypoint={"argv": ["python", "-c", show, HOSTILE]},
+                  environment={"variables": {"NOTE": HOSTILE}})
+    plan = plan.model_copy(update={"name": HOSTILE})  # beyond what the schema lets through
+    try:
+        await t.launch(6, plan, ("n3", []))
+        obs = await t.wait(6, "exited")
+    finally:
+        for task_id, state in t.states.items():
+            await ex.cancel(task_id, state)
+    assert obs.exit_code == 0, t.log(6)
+    line = next(line for line in t.log(6).splitlines() if line.startswith("ECHO"))
+    assert json.loads(line[4:]) == [HOSTILE, HOSTILE, HOSTILE]
+    assert not canary.exists() and not (ex.task_dir(6) / "pwned").exists() and not Path("pwned").exists()
