@@ -74,6 +74,9 @@ STATES: dict[str, tuple[str, str | None]] = {
     "REVOKED": ("exited", "revoked by a federated cluster"),  # ran elsewhere (federation)
     "SPECIAL_EXIT": ("exited", "special exit"),  # requeue-on-exit code; held by Slurm
 }
+# Nodes that cannot take work now (sinfo --json "state" and "state_flags").
+UNUSABLE_STATES = {"down", "fail", "future", "unknown"}
+UNUSABLE_FLAGS = {"DRAIN", "DRAINED", "DRAINING", "FAIL", "NOT_RESPONDING"}
 ACTIVE = {state for state, (status, _) in STATES.items() if status == "running"}
 
 
@@ -168,16 +171,16 @@ class SlurmExecutor(Executor):
             env["SLURM_CONF"] = self.slurm_conf
         return env
 
-    async def _run(self, argv: list[str], *, stdin: bytes | None = None) -> str:
+    async def _run(self, argv: list[str]) -> str:
         try:
             proc = await asyncio.create_subprocess_exec(
-                *argv, env=self._env(), stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                *argv, env=self._env(), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
             )
         except OSError as exc:
             raise SlurmError(f"{argv[0]}: {exc}") from exc
         try:
-            out, err = await asyncio.wait_for(proc.communicate(stdin), self.command_timeout)
+            out, err = await asyncio.wait_for(proc.communicate(), self.command_timeout)
         except TimeoutError as exc:
             proc.kill()
             await proc.wait()
@@ -232,7 +235,7 @@ class SlurmExecutor(Executor):
             name = str(raw.get("name", ""))
             state = str(raw.get("state", "")).lower()
             flags = {str(f).upper() for f in raw.get("state_flags") or []}
-            if not name or state in ("down", "fail", "future", "unknown") or flags & {"DRAIN", "FAIL", "NOT_RESPONDING"}:
+            if not name or state in UNUSABLE_STATES or flags & UNUSABLE_FLAGS:
                 continue  # cannot take work now
             partitions = [str(p) for p in raw.get("partitions") or []]
             if self.partition and self.partition not in partitions:

@@ -27,7 +27,7 @@ from traitlets.config import Application
 
 import tacc_hub
 from tacc_hub.compiler import SiteProfile
-from tacc_hub.executors import LocalExecutor
+from tacc_hub.executors import Executor, LocalExecutor, SlurmExecutor
 from tacc_hub.scheduler.policies import POLICIES, make
 from tacc_hub.snapshot import CodeStore
 from tacc_hub.store import Store
@@ -140,6 +140,19 @@ class TaccHub(Application):
                         "'month' means 100 GPU-hours per calendar month, e.g. 4 GPUs for 25 hours.")
     quota_version = Integer(0, help="Bumped by quotas_changed() after every quota or membership change; the "
                             "scheduler reloads quotas when it moves (observe it). Not a setting.")
+    executor = Enum(["local", "slurm"], "local", config=True,
+                    help="Where tasks run: 'local' (process groups on this machine, one node of local_gpus GPU "
+                    "slots) or 'slurm' (one batch job per task run, on the nodes and GPU counts our scheduler "
+                    "chose; the cluster's nodes must see state_dir at the same path). Example: "
+                    "--TaccHub.executor=slurm.")
+    slurm_conf = Unicode(config=True, help="slurm.conf that every Slurm command of the service uses (exported as "
+                         "SLURM_CONF to them and to the jobs). Default: $SLURM_CONF, else Slurm's own default.")
+    slurm_partition = Unicode("", config=True, help="Slurm partition whose nodes the service schedules on and "
+                              "submits to, unless a task names its own; empty: every partition's nodes, and the "
+                              "cluster's default partition. Example: 'gpu'.")
+    slurm_submit_as = Unicode("", config=True, help="Submit and cancel Slurm jobs as this user (through "
+                              "`runuser -u USER --`; the service must run as root) and hand it the task "
+                              "directories. Empty: as the service's own user.")
     conda_command = Unicode("", config=True, help="conda or micromamba executable for conda specs; default: found "
                             "on PATH, else conda specs are refused with a clear error.")
 
@@ -150,6 +163,10 @@ class TaccHub(Application):
     @default("state_dir")
     def _state_dir(self) -> str:
         return os.environ.get("TACC_STATE_DIR") or os.path.abspath(".tacc")
+
+    @default("slurm_conf")
+    def _slurm_conf(self) -> str:
+        return os.environ.get("SLURM_CONF", "")
 
     @default("db_url")
     def _db_url(self) -> str:
@@ -169,7 +186,15 @@ class TaccHub(Application):
         """Quotas or memberships were changed through the API: let the live scheduler reload them."""
         self.quota_version += 1
 
-    def site_profile(self) -> SiteProfile:
+    def make_executor(self) -> Executor:
+        root = Path(self.state_dir).resolve()
+        if self.executor == "slurm":
+            return SlurmExecutor(root, partition=self.slurm_partition or None, slurm_conf=self.slurm_conf or None,
+                                 submit_as=self.slurm_submit_as or None, grace_period=self.grace_period)
+        return LocalExecutor(root, gpus=self.local_gpus, node_name=self.node_name, grace_period=self.grace_period)
+
+    def site_profile(self, executor: Executor | None = None) -> SiteProfile:
+        """What the compiler checks specs against; with the Slurm executor, limits come from its nodes."""
         root = Path(self.state_dir).resolve()
         version = f"{sys.version_info.major}.{sys.version_info.minor}"
         pythons = {version: sys.executable, **{str(k): str(v) for k, v in self.pythons.items()}}
@@ -182,8 +207,18 @@ class TaccHub(Application):
             name=self.node_name, pythons=pythons, default_python=version, env_root=str(root / "envs"),
             code_root=str(root / "code"), env_builder=builder, conda_command=conda or None,
             inherit_packages=inherit, datasets={str(k): str(v) for k, v in self.datasets.items()},
-            max_nodes=1, max_gpus_per_node=self.local_gpus,
+            **self._limits(executor),
         )
+
+    def _limits(self, executor: Executor | None) -> dict[str, Any]:
+        if self.executor != "slurm" or executor is None:
+            return {"max_nodes": 1, "max_gpus_per_node": self.local_gpus}
+        nodes = executor.nodes()
+        return {
+            "max_nodes": max(1, len(nodes)), "max_gpus_per_node": max((n.gpus for n in nodes), default=0),
+            "partitions": sorted({n.partition for n in nodes if n.partition}),
+            "gpu_types": sorted({n.gpu_type for n in nodes if n.gpu_type}),
+        }
 
     def open_store(self) -> Store:
         Path(self.state_dir).mkdir(parents=True, exist_ok=True)
@@ -194,9 +229,9 @@ class TaccHub(Application):
     def build(self) -> tuple[ServiceContext, tornado.web.Application]:
         store = self.open_store()
         root = Path(self.state_dir).resolve()
-        executor = LocalExecutor(root, gpus=self.local_gpus, node_name=self.node_name, grace_period=self.grace_period)
+        executor = self.make_executor()
         code_store = CodeStore(root / "code")
-        controller = Controller(store, executor, self.site_profile(), make(self.policy), code_store,
+        controller = Controller(store, executor, self.site_profile(executor), make(self.policy), code_store,
                                 poll_interval=self.poll_interval, max_running_per_user=self.max_running_per_user,
                                 quota_period=self.quota_period)
 

@@ -163,7 +163,8 @@ async def test_poll_says_unknown_not_gone_when_slurm_cannot_answer(tasks: Tasks,
     plan = tasks.plan({"main.sh": "sleep 300\n"}, entrypoint={"argv": ["bash", "main.sh"]})
     state = await tasks.launch(5, plan, ("n2", []))
     assert (await tasks.wait(5, "running")).status == "running"
-    broken_conf = SlurmExecutor(tmp_path / "state", slurm_conf=str(tmp_path / "missing.conf"))
+    # Slurm commands retry a missing config for 60 s: the command timeout turns that into "unknown".
+    broken_conf = SlurmExecutor(tmp_path / "state", slurm_conf=str(tmp_path / "missing.conf"), command_timeout=3)
     no_squeue = SlurmExecutor(tmp_path / "state", bin_dir=str(tmp_path / "no-bin"))
     for ex in (broken_conf, no_squeue):
         first = (await ex.poll({5: state}))[5]
@@ -180,7 +181,8 @@ async def test_hostile_strings_reach_the_task_verbatim(slurm_cluster: SlurmClust
     ex = SlurmExecutor(tmp_path / "st ate 'q' $(touch -- pwned)", grace_period=1,
                        extra_env={"SITE_NOTE": HOSTILE})
     t = Tasks(ex, tmp_path)
-    show = "import os, json; print('ECHO' + json.dumps([os.environ[k] for k in ('NOTE', 'SITE_NOTE', 'TACC_TASK_NAME')]))"
+    names = "('NOTE', 'SITE_NOTE', 'TACC_TASK_NAME')"
+    show = f"import os, json; print('ECHO' + json.dumps([os.environ[k] for k in {names}]))"
     plan = t.plan({}, entrypoint={"argv": ["python", "-c", show, HOSTILE]},
                   environment={"variables": {"NOTE": HOSTILE}})
     plan = plan.model_copy(update={"name": HOSTILE})  # beyond what the schema lets through

@@ -12,6 +12,7 @@ regenerate the files and review the diff before committing it:
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,8 @@ from typing import Any
 import pytest
 
 from tacc_hub.compiler import SiteProfile, compile_task
+from tacc_hub.executors.sbatch import render_batch
+from tacc_hub.scheduler.cluster import NodeSlots, Placement
 from tacc_hub.schema import TaskSpec
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
@@ -62,6 +65,22 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
+# Slurm batch jobs (``executors/sbatch.py``): <case>.sbatch is the script, whose fourth line lists
+# the sbatch options as JSON. Fixed task dirs and launch variables; the hostile case puts shell
+# metacharacters, quotes and a newline in the task name, a site variable and the task dir.
+HOSTILE = "a b; $(touch /tmp/pwned) `id` 'q' \"dq\" \\ *\n2nd line & | > <"
+SBATCH_CASES: dict[str, dict[str, Any]] = {
+    "slurm-single": {
+        "plan": "plain-argv", "nodes": [("n2", [1])], "dir": "/srv/tacc/tasks/7", "env": {}, "partition": None,
+    },
+    "slurm-two-node-hostile": {
+        "plan": "env-datasets-venv", "nodes": [("n1", [0, 1]), ("n3", [0, 1])], "name": HOSTILE,
+        "dir": f"/srv/ta cc/{HOSTILE}/tasks/8", "env": {"SITE_NOTE": HOSTILE, "HTTP_PROXY": "http://proxy:3128"},
+        "partition": "gpu", "resources": {"nodes": 2, "gpus_per_node": 2, "memory": 2048, "time_limit": 5430},
+    },
+}
+
+
 def _check(path: Path, text: str) -> None:
     if UPDATE:
         path.write_text(text)
@@ -79,4 +98,22 @@ def test_golden(case: str, spec: Callable[..., TaskSpec], site: SiteProfile) -> 
 
 def test_no_stale_golden_files() -> None:
     expected = {f"{c}.launch.sh" for c in CASES} | {f"{c}.plan.json" for c in CASES}
+    expected |= {f"{c}.sbatch" for c in SBATCH_CASES}
     assert {p.name for p in GOLDEN.iterdir()} <= expected
+
+
+@pytest.mark.parametrize("case", sorted(SBATCH_CASES))
+def test_golden_sbatch(case: str, spec: Callable[..., TaskSpec], site: SiteProfile) -> None:
+    c = SBATCH_CASES[case]
+    plan = compile_task(spec(name=c["plan"], **CASES[c["plan"]]), site)
+    if "resources" in c:
+        plan = plan.model_copy(update={"resources": plan.resources.model_copy(update=c["resources"])})
+    if "name" in c:
+        plan = plan.model_copy(update={"name": c["name"]})
+    tdir = Path(c["dir"])
+    env = {"TACC_TASK_ID": tdir.name, "TACC_TASKDIR": str(tdir), "TACC_WORKDIR": str(tdir / "work"),
+           "TACC_MASTER_PORT": "29500", **c["env"]}
+    job = render_batch(task_id=int(tdir.name), plan=plan, task_dir=tdir, env=env, partition=c["partition"],
+                       placement=Placement(nodes=[NodeSlots(node=n, gpus=g) for n, g in c["nodes"]]))
+    _check(GOLDEN / f"{case}.sbatch", job.script)
+    assert json.loads(job.script.splitlines()[3][2:]) == job.options
