@@ -1,0 +1,64 @@
+"""The real service with ``--TaccHub.executor=slurm`` on the dev cluster, driven by the real ``tcloud``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import Api, ServiceProcess, tcloud, write_task
+from tests.slurm.conftest import SlurmCluster
+
+pytestmark = pytest.mark.timeout(900)
+
+
+@pytest.fixture
+def slurm_service(slurm_cluster: SlurmCluster, tmp_path: Path) -> Iterator[ServiceProcess]:
+    svc = ServiceProcess(tmp_path / "svc", "--TaccHub.executor=slurm", "--TaccHub.grace_period=2").start()
+    yield svc
+    svc.stop()
+
+
+def test_a_task_submitted_with_tcloud_runs_as_a_slurm_job(slurm_service: ServiceProcess, tmp_path: Path) -> None:
+    cluster = json.loads(tcloud(slurm_service, "ivan", "cluster", "--json").stdout)
+    assert cluster["executor"] == "slurm" and cluster["gpus"] == 8, cluster
+    assert [n["name"] for n in cluster["nodes"]] == ["n1", "n2", "n3", "n4"], cluster
+
+    d = write_task(tmp_path / "t", "name: hello-slurm\ncode: .\nresources: {nodes: 2, gpus_per_node: 1}\n"
+                   "entrypoint:\n  - echo rank-$TACC_NODE_RANK on $SLURMD_NODENAME job $SLURM_JOB_ID\n")
+    res = tcloud(slurm_service, "ivan", "submit", str(d), "-f")
+    assert res.returncode == 0, res.stderr + res.stdout
+    assert "succeeded" in res.stderr, res.stderr
+    task_id = int(res.stdout.split("submitted task ")[1].split()[0])
+
+    show = json.loads(tcloud(slurm_service, "ivan", "show", str(task_id), "--json").stdout)
+    assert show["status"] == "succeeded" and show["exit_code"] == 0, show
+    job_id = show["executor_state"]["job_id"] if "executor_state" in show else None
+    logs = tcloud(slurm_service, "ivan", "logs", str(task_id)).stdout
+    lines = sorted(line for line in logs.splitlines() if line.startswith("rank-"))
+    assert len(lines) == 2 and lines[0].startswith("rank-0 on n") and lines[1].startswith("rank-1 on n"), logs
+    jobs = {line.split()[-1] for line in lines}
+    assert len(jobs) == 1 and (job_id is None or jobs == {str(job_id)}), lines
+    # It really was a Slurm job, named after the task, and it completed.
+    fields = subprocess.run(["scontrol", "show", "job", "-o", jobs.pop()], capture_output=True, text=True,
+                            timeout=60, check=True).stdout
+    assert f"JobName=tacc-{task_id} " in fields and "JobState=COMPLETED" in fields, fields
+
+
+def test_cancel_through_the_service_cancels_the_slurm_job(slurm_service: ServiceProcess, tmp_path: Path) -> None:
+    d = write_task(tmp_path / "c", "name: long\ncode: .\nentrypoint:\n  - echo started; sleep 300\n")
+    res = tcloud(slurm_service, "ivan", "submit", str(d), "--json")
+    assert res.returncode == 0, res.stderr
+    task_id = json.loads(res.stdout)["id"]
+    api = Api(slurm_service.url, slurm_service.token("ivan"))
+    api.wait_status(task_id, {"running"}, timeout=120)
+    res = tcloud(slurm_service, "ivan", "cancel", str(task_id))
+    assert res.returncode == 0, res.stderr
+    final = api.wait_status(task_id, {"cancelled"}, timeout=120)
+    assert final["status"] == "cancelled", final
+    names = subprocess.run(["squeue", "-h", "-o", "%j %T"], capture_output=True, text=True, timeout=60,
+                           check=True).stdout
+    assert f"tacc-{task_id} " not in names, names
