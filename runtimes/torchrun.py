@@ -3,7 +3,11 @@
 Ranks per node: ``options.nproc_per_node``, else ``resources.tasks_per_node``
 when above 1, else the node's GPU count, else 1. Rendezvous values come from
 the launch-time variables through torchrun's own ``PET_*`` environment
-variables, so the argv stays the same on every node.
+variables, so the argv stays the same on every node. Several nodes use torchrun's
+static rendezvous: ``--nnodes`` from the spec, each node's rank from
+``TACC_NODE_RANK`` and rank 0's address and port from ``TACC_MASTER_ADDR`` /
+``TACC_MASTER_PORT`` (the Slurm executor sets them per node; the local executor
+runs single-node tasks only).
 """
 
 from __future__ import annotations
@@ -12,7 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from tacc_hub.compiler.plan import Arg, NodeLaunch
 from tacc_hub.compiler.runtime import LaunchContext
-from tacc_hub.schema import SpecError
 
 
 class TorchrunOptions(BaseModel):
@@ -27,8 +30,6 @@ class TorchrunRuntime:
     options = TorchrunOptions
 
     def launch(self, ctx: LaunchContext, opts: TorchrunOptions) -> NodeLaunch:
-        if ctx.nodes != 1:
-            raise SpecError.one("resources.nodes", "runtime torchrun runs on one node in this release")
         nproc = opts.nproc_per_node or (
             ctx.tasks_per_node if ctx.tasks_per_node > 1 else max(ctx.gpus_per_node, 1)
         )

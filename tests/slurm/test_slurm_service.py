@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Api, ServiceProcess, tcloud, write_task
+from tests.e2e.conftest import ROOT, Api, ServiceProcess, tcloud, write_task
 from tests.slurm.conftest import SlurmCluster
 
 pytestmark = pytest.mark.timeout(900)
@@ -62,3 +62,15 @@ def test_cancel_through_the_service_cancels_the_slurm_job(slurm_service: Service
     names = subprocess.run(["squeue", "-h", "-o", "%j %T"], capture_output=True, text=True, timeout=60,
                            check=True).stdout
     assert f"tacc-{task_id} " not in names, names
+
+
+def test_the_ddp_example_on_two_nodes_of_two_ranks(slurm_service: ServiceProcess, tmp_path: Path) -> None:
+    res = tcloud(slurm_service, "alice", "submit", str(ROOT / "examples" / "ddp"), "--nodes", "2", "-f", timeout=600)
+    assert res.returncode == 0, res.stderr + res.stdout
+    assert "succeeded" in res.stderr, res.stderr
+    for rank in range(4):
+        assert f"rank {rank}/4 done: weights in sync across ranks: True" in res.stdout, res.stdout
+    task_id = int(res.stdout.split("submitted task ")[1].split()[0])
+    show = json.loads(tcloud(slurm_service, "alice", "show", str(task_id), "--json").stdout)
+    assert show["status"] == "succeeded" and show["plan"]["runtime"] == "torchrun", show
+    assert [n["node"] for n in show["placement"]["nodes"]] in (["n1", "n2"], ["n3", "n4"]), show["placement"]

@@ -43,7 +43,12 @@ REFUSALS: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
         "runtime.options.nproc_per_node",
     ),
     ("plain takes no options", {"runtime": {"kind": "plain", "options": {"x": True}}}, {}, "runtime.options.x"),
-    ("torchrun on two nodes", {"runtime": {"kind": "torchrun"}, "resources": {"nodes": 2}}, {}, "resources.nodes"),
+    (
+        "torchrun on more nodes than the site has",
+        {"runtime": {"kind": "torchrun"}, "resources": {"nodes": 2}},
+        {"max_nodes": 1},
+        "resources.nodes",
+    ),
     ("plain with two ranks", {"resources": {"tasks_per_node": 2}}, {}, "resources.tasks_per_node"),
     ("local code", {"code": {"kind": "local", "path": "."}}, {}, "code"),
 ]

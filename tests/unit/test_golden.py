@@ -43,6 +43,11 @@ CASES: dict[str, dict[str, Any]] = {
         "runtime": {"kind": "torchrun", "options": {"max_restarts": 2}},
         "resources": {"gpus_per_node": 4, "gpu_type": "a100", "partition": "gpu", "memory": "64G"},
     },
+    "torchrun-two-nodes": {
+        "entrypoint": {"argv": ["python", "train.py", "--epochs", "3"]},
+        "runtime": {"kind": "torchrun"},
+        "resources": {"nodes": 2, "tasks_per_node": 2},
+    },
     "torchrun-shell": {
         "entrypoint": {"shell": ["cd src", "python -m pkg.train --config ${TACC_WORKDIR}/cfg.yaml"]},
         "runtime": {"kind": "torchrun"},
