@@ -80,6 +80,9 @@ UNUSABLE_FLAGS = {"DRAIN", "DRAINED", "DRAINING", "FAIL", "NOT_RESPONDING"}
 ACTIVE = {state for state, (status, _) in STATES.items() if status == "running"}
 
 
+SACCT_NOTHING_FOUND = frozenset({9003})  # sacct --json's "Nothing found with query": an answer, not a failure
+
+
 class SlurmError(RuntimeError):
     """A Slurm command failed, timed out, or answered something we cannot read."""
 
@@ -190,14 +193,18 @@ class SlurmExecutor(Executor):
             raise SlurmError(f"{' '.join(argv[:2])} exited {proc.returncode}: {text}")
         return out.decode(errors="replace")
 
-    async def _json(self, *argv: str) -> dict[str, Any]:
+    async def _json(self, *argv: str, ok_errors: frozenset[int] = frozenset()) -> dict[str, Any]:
         text = await self._run(self._argv(*argv, "--json"))
         try:
             data = json.loads(text)
         except ValueError as exc:
             raise SlurmError(f"{argv[0]} --json printed no JSON: {text[:200]!r}") from exc
-        if not isinstance(data, dict) or data.get("errors"):
-            raise SlurmError(f"{argv[0]} --json reported errors: {str(data.get('errors'))[:300]}")
+        if not isinstance(data, dict):
+            raise SlurmError(f"{argv[0]} --json printed {type(data).__name__}, not an object")
+        errors = [e for e in data.get("errors") or []
+                  if not (isinstance(e, dict) and e.get("error_number") in ok_errors)]
+        if errors:
+            raise SlurmError(f"{argv[0]} --json reported errors: {str(errors)[:300]}")
         return data
 
     # --- nodes --------------------------------------------------------------------------
@@ -318,7 +325,7 @@ class SlurmExecutor(Executor):
             listed = {str(j.get("job_id")): j for j in (await self._json("squeue")).get("jobs", [])}
             missing = sorted({jid for jid in wanted.values() if jid not in listed}, key=int)
             if missing:
-                acct = await self._json("sacct", "-j", ",".join(missing))
+                acct = await self._json("sacct", "-j", ",".join(missing), ok_errors=SACCT_NOTHING_FOUND)
                 for j in acct.get("jobs", []):
                     listed.setdefault(str(j.get("job_id")), j)
         except SlurmError as exc:

@@ -196,3 +196,75 @@ async def test_hostile_strings_reach_the_task_verbatim(slurm_cluster: SlurmClust
     line = next(line for line in t.log(6).splitlines() if line.startswith("ECHO"))
     assert json.loads(line[4:]) == [HOSTILE, HOSTILE, HOSTILE]
     assert not canary.exists() and not (ex.task_dir(6) / "pwned").exists() and not Path("pwned").exists()
+
+
+def counting_bin(tmp_path: Path) -> tuple[Path, Path, Path]:
+    """A bin dir whose Slurm commands log their argv and run the real ones; squeue pretends to have
+    forgotten every job while the returned flag file exists (as after MinJobAge)."""
+    bin_dir, calls, forget = tmp_path / "bin", tmp_path / "calls.log", tmp_path / "forget"
+    bin_dir.mkdir()
+    for cmd in ("sbatch", "squeue", "sacct", "scancel", "sinfo", "scontrol"):
+        real = subprocess.run(["which", cmd], capture_output=True, text=True, check=True).stdout.strip()
+        fake = (f'[ -e "{forget}" ] && [ "$1" = --json ] && {{ echo \'{{"jobs": [], "errors": []}}\'; exit 0; }}\n'
+                if cmd == "squeue" else "")
+        (bin_dir / cmd).write_text(f'#!/bin/sh\necho "{cmd} $*" >> "{calls}"\n{fake}exec {real} "$@"\n')
+        (bin_dir / cmd).chmod(0o755)
+    return bin_dir, calls, forget
+
+
+async def test_poll_is_one_squeue_call_and_one_sacct_call_for_many_tasks(slurm_cluster: SlurmCluster,
+                                                                         tmp_path: Path) -> None:
+    bin_dir, calls, forget = counting_bin(tmp_path)
+    ex = SlurmExecutor(tmp_path / "state", bin_dir=str(bin_dir), missing_grace=0)
+    t = Tasks(ex, tmp_path)
+    try:
+        for task_id, node in ((11, "n1"), (12, "n2"), (13, "n4")):
+            plan = t.plan({"main.sh": f"echo task {task_id}; exit {task_id - 11}\n"},
+                          entrypoint={"argv": ["bash", "main.sh"]})
+            await t.launch(task_id, plan, (node, [0]))
+        for task_id in t.states:
+            await t.wait(task_id, "exited")
+        calls.write_text("")
+        seen = await ex.poll(t.states)
+        assert {tid: (o.status, o.exit_code) for tid, o in seen.items()} == {
+            11: ("exited", 0), 12: ("exited", 1), 13: ("exited", 2)}
+        assert calls.read_text().splitlines() == ["squeue --json"]
+
+        # squeue no longer lists them: one sacct call for all; our exitcode files give the codes.
+        forget.touch()
+        calls.write_text("")
+        ghost = {"job_id": "999999", "dir": str(tmp_path)}
+        seen = await ex.poll({**t.states, 99: ghost})
+        ids = ",".join(t.states[tid]["job_id"] for tid in (11, 12, 13))
+        assert calls.read_text().splitlines() == ["squeue --json", f"sacct -j {ids},999999 --json"]
+        assert [seen[tid].exit_code for tid in (11, 12, 13)] == [0, 1, 2], seen
+        assert seen[99].status == "gone" and "no record" in (seen[99].reason or ""), seen[99]
+        # sacct alone (no exitcode file) knows how a job ended.
+        (ex.task_dir(12) / "exitcode").unlink()
+        seen = await ex.poll({12: t.states[12]})
+        assert seen[12].status == "exited" and seen[12].exit_code == 1, seen[12]
+    finally:
+        for task_id, state in t.states.items():
+            await ex.cancel(task_id, state)
+
+
+async def test_a_job_slurm_does_not_list_is_unknown_before_it_is_gone(tasks: Tasks) -> None:
+    ghost = {"job_id": "999998", "dir": "/nonexistent"}
+    first = (await tasks.ex.poll({98: ghost}))[98]
+    assert first.status == "unknown", first  # accounting may lag behind a submission
+    tasks.ex.missing_grace = 0
+    assert (await tasks.ex.poll({98: ghost}))[98].status == "gone"
+
+
+async def test_drained_nodes_are_left_out(tasks: Tasks) -> None:
+    drain = ["scontrol", "update", "nodename=n4", "state=drain", "reason=tacc-test"]
+    subprocess.run(drain, check=True, capture_output=True, timeout=60)
+    try:
+        assert [n.name for n in tasks.ex.refresh_nodes()] == ["n1", "n2", "n3"]
+    finally:
+        subprocess.run(["scontrol", "update", "nodename=n4", "state=resume"], check=True, capture_output=True,
+                       timeout=60)
+    deadline = time.monotonic() + WAIT_S  # slurmctld takes a moment to return it to service
+    while [n.name for n in tasks.ex.refresh_nodes()] != ["n1", "n2", "n3", "n4"]:
+        assert time.monotonic() < deadline, tasks.ex.nodes()
+        await asyncio.sleep(0.3)
