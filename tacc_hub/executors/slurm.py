@@ -376,20 +376,18 @@ class SlurmExecutor(Executor):
 
     # --- cancel -------------------------------------------------------------------------
 
-    async def _active(self, job_id: str) -> bool | None:
-        """Whether the job still holds processes; None when Slurm cannot tell now."""
+    async def _active_state(self, job_id: str) -> str | None:
+        """The job's state while it holds or waits for nodes, "" once it has ended, None when Slurm cannot tell."""
         try:
             text = await self._run(self._argv("squeue", "-h", "-j", job_id, "-o", "%T"))
         except SlurmError as exc:
-            if "Invalid job id" in str(exc):
-                return False
-            return None
-        return any(line.strip() in ACTIVE for line in text.splitlines())
+            return "" if "Invalid job id" in str(exc) else None
+        return next((line.strip() for line in text.splitlines() if line.strip() in ACTIVE), "")
 
     async def _wait_ended(self, job_id: str, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while True:
-            if await self._active(job_id) is False:
+            if await self._active_state(job_id) == "":
                 return True
             if time.monotonic() >= deadline:
                 return False
@@ -397,18 +395,21 @@ class SlurmExecutor(Executor):
 
     async def cancel(self, task_id: int, state: dict[str, Any]) -> None:
         job_id = str(state.get("job_id", ""))
-        if not job_id.isdigit() or await self._active(job_id) is False:
+        now = await self._active_state(job_id) if job_id.isdigit() else ""
+        if now == "":
             return
-        marker = self.task_dir(task_id) / "cancelled"
         try:
-            marker.touch()
+            (self.task_dir(task_id) / "cancelled").touch()  # poll then reports "cancelled"
         except OSError:
             pass
         # TERM to the job steps only (the tasks on every node): the batch script and its srun keep
-        # running, pass the tasks' last output to the log and write their exit code.
-        steps = [("--signal=TERM",), ("--signal=KILL", "--full"), ()]
-        waits = [self.grace_period, 0.0, 30.0]
-        for args, wait in zip(steps, waits, strict=True):
+        # running, pass the tasks' last output to the log and write their exit code. A job that
+        # has not started has nothing to signal: it is simply cancelled.
+        steps: list[tuple[tuple[str, ...], float]] = [(("--signal=TERM",), self.grace_period),
+                                                      (("--signal=KILL", "--full"), 0.0), ((), 30.0)]
+        if now == "PENDING":
+            steps = steps[2:]
+        for args, wait in steps:
             try:
                 await self._run(self._argv("scancel", *args, job_id, as_user=True))
             except SlurmError as exc:  # already ended, or Slurm unreachable: check below

@@ -268,3 +268,29 @@ async def test_drained_nodes_are_left_out(tasks: Tasks) -> None:
     while [n.name for n in tasks.ex.refresh_nodes()] != ["n1", "n2", "n3", "n4"]:
         assert time.monotonic() < deadline, tasks.ex.nodes()
         await asyncio.sleep(0.3)
+
+
+async def test_a_job_pending_in_slurm_is_running_for_us_and_cancels_at_once(tasks: Tasks) -> None:
+    # Another Slurm user's job holds both GPUs of n1, where our scheduler (unaware of it) places the task.
+    blocker = subprocess.run(["sbatch", "--parsable", "--nodelist=n1", "--gres=gpu:2", "--output=/dev/null",
+                              "--wrap", "sleep 300"], capture_output=True, text=True, check=True, timeout=60)
+    blocker_id = blocker.stdout.strip().split(";")[0]
+    try:
+        plan = tasks.plan({"main.sh": "echo should not run\n"}, entrypoint={"argv": ["bash", "main.sh"]},
+                          resources={"gpus_per_node": 1})
+        state = await tasks.launch(7, plan, ("n1", [0]))
+        deadline = time.monotonic() + WAIT_S
+        while (job := squeue_job(state["job_id"])) is None or job["state_reason"] != "Resources":
+            assert time.monotonic() < deadline, job
+            await asyncio.sleep(0.3)
+        assert job["job_state"] == "PENDING"
+        assert (await tasks.ex.poll({7: state}))[7] == Observation("running")
+        tasks.ex.grace_period = 60  # a pending job has no processes to give a grace period to
+        started = time.monotonic()
+        await tasks.ex.cancel(7, state)
+        assert time.monotonic() - started < 15
+        obs = (await tasks.ex.poll({7: state}))[7]
+        assert obs.status == "exited" and obs.reason == "cancelled" and obs.exit_code != 0, obs
+        assert "should not run" not in tasks.log(7)
+    finally:
+        subprocess.run(["scancel", blocker_id], capture_output=True, timeout=60, check=False)
