@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,3 +75,29 @@ def test_the_ddp_example_on_two_nodes_of_two_ranks(slurm_service: ServiceProcess
     show = json.loads(tcloud(slurm_service, "alice", "show", str(task_id), "--json").stdout)
     assert show["status"] == "succeeded" and show["plan"]["runtime"] == "torchrun", show
     assert [n["node"] for n in show["placement"]["nodes"]] in (["n1", "n2"], ["n3", "n4"]), show["placement"]
+
+
+def test_a_restarted_service_readopts_its_slurm_jobs(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    args = ("--TaccHub.executor=slurm", "--TaccHub.grace_period=2")
+    svc = ServiceProcess(tmp_path / "svc", *args).start()
+    try:
+        d = write_task(tmp_path / "s", "name: survivor\ncode: .\nentrypoint:\n  - echo before\n  - sleep 6\n"
+                       "  - echo after\n")
+        res = tcloud(svc, "alice", "submit", str(d), "--json")
+        assert res.returncode == 0, res.stderr
+        task_id = json.loads(res.stdout)["id"]
+        api = Api(svc.url, svc.token("alice"))
+        api.wait_status(task_id, {"running"}, timeout=120)
+        svc.stop(signal.SIGKILL)  # no chance to clean up; the Slurm job keeps running meanwhile
+        svc2 = ServiceProcess(svc.state_dir, *args, port=svc.port)
+        svc2.tokens = svc.tokens
+        svc2.start()
+        try:
+            done = api.wait_status(task_id, {"succeeded", "failed", "lost"}, timeout=120)
+            assert done["status"] == "succeeded" and done["exit_code"] == 0, done
+            _, logs = api.call("GET", f"/api/tasks/{task_id}/logs")
+            assert [w for w in logs["data"].split() if w in ("before", "after")] == ["before", "after"], logs
+        finally:
+            svc2.stop()
+    finally:
+        svc.stop()
