@@ -78,8 +78,6 @@ STATES: dict[str, tuple[str, str | None]] = {
 UNUSABLE_STATES = {"down", "fail", "future", "unknown"}
 UNUSABLE_FLAGS = {"DRAIN", "DRAINED", "DRAINING", "FAIL", "NOT_RESPONDING"}
 ACTIVE = {state for state, (status, _) in STATES.items() if status == "running"}
-
-
 SACCT_NOTHING_FOUND = frozenset({9003})  # sacct --json's "Nothing found with query": an answer, not a failure
 
 
@@ -156,8 +154,8 @@ class SlurmExecutor(Executor):
         self.missing_grace = missing_grace
         self.max_backoff = max_backoff
         self._nodes: list[Node] | None = None
-        self._failures = 0
-        self._retry_at = 0.0
+        self._failures: dict[str, int] = {}  # per command (squeue, sacct): consecutive failures
+        self._retry_at: dict[str, float] = {}  # per command: no new try before this (monotonic)
         self._missing_since: dict[str, float] = {}
 
     # --- commands -----------------------------------------------------------------------
@@ -300,16 +298,20 @@ class SlurmExecutor(Executor):
 
     # --- poll ---------------------------------------------------------------------------
 
-    def _backed_off(self) -> str | None:
-        wait = self._retry_at - time.monotonic()
-        return f"Slurm commands are failing; next try in {wait:.0f} s" if wait > 0 else None
+    def _backed_off(self, cmd: str) -> str | None:
+        wait = self._retry_at.get(cmd, 0.0) - time.monotonic()
+        return f"{cmd} is failing; next try in {wait:.0f} s" if wait > 0 else None
 
-    def _failed(self, exc: Exception) -> str:
-        self._failures += 1
-        delay = min(self.max_backoff, 0.5 * 2 ** (self._failures - 1))
-        self._retry_at = time.monotonic() + delay
+    def _failed(self, cmd: str, exc: Exception) -> str:
+        self._failures[cmd] = n = self._failures.get(cmd, 0) + 1
+        delay = min(self.max_backoff, 0.5 * 2 ** (n - 1))
+        self._retry_at[cmd] = time.monotonic() + delay
         log.warning("slurm: %s (retrying in %.1f s)", exc, delay)
         return f"cannot reach Slurm: {exc}"
+
+    def _succeeded(self, cmd: str) -> None:
+        self._failures.pop(cmd, None)
+        self._retry_at.pop(cmd, None)
 
     async def poll(self, states: dict[int, dict[str, Any]]) -> dict[int, Observation]:
         jobs = {tid: str(st.get("job_id", "")) for tid, st in states.items()}
@@ -318,24 +320,32 @@ class SlurmExecutor(Executor):
         wanted = {tid: jid for tid, jid in jobs.items() if jid.isdigit()}
         if not wanted:
             return out
-        why = self._backed_off()
+        why = self._backed_off("squeue")
         if why:
             return {**out, **{tid: Observation("unknown", reason=why) for tid in wanted}}
         try:
             listed = {str(j.get("job_id")): j for j in (await self._json("squeue")).get("jobs", [])}
-            missing = sorted({jid for jid in wanted.values() if jid not in listed}, key=int)
-            if missing:
+        except SlurmError as exc:
+            reason = self._failed("squeue", exc)
+            return {**out, **{tid: Observation("unknown", reason=reason) for tid in wanted}}
+        self._succeeded("squeue")
+        # Accounting (slurmdbd) may be down while slurmctld answers: only the jobs squeue no
+        # longer lists are then unknown (unless their exitcode file tells).
+        missing = sorted({jid for jid in wanted.values() if jid not in listed}, key=int)
+        acct_down = self._backed_off("sacct") if missing else None
+        if missing and acct_down is None:
+            try:
                 acct = await self._json("sacct", "-j", ",".join(missing), ok_errors=SACCT_NOTHING_FOUND)
+            except SlurmError as exc:
+                acct_down = self._failed("sacct", exc)
+            else:
+                self._succeeded("sacct")
                 for j in acct.get("jobs", []):
                     listed.setdefault(str(j.get("job_id")), j)
-        except SlurmError as exc:
-            reason = self._failed(exc)
-            return {**out, **{tid: Observation("unknown", reason=reason) for tid in wanted}}
-        self._failures = 0
         now = time.monotonic()
         for tid, jid in wanted.items():
             try:
-                out[tid] = self._observe(tid, jid, listed.get(jid), now)
+                out[tid] = self._observe(tid, jid, listed.get(jid), now, acct_down)
             except OSError as exc:
                 out[tid] = Observation("unknown", reason=str(exc))
         return out
@@ -347,13 +357,16 @@ class SlurmExecutor(Executor):
         text = path.read_text().strip()
         return int(text) if text.lstrip("-").isdigit() else 255
 
-    def _observe(self, task_id: int, job_id: str, job: dict[str, Any] | None, now: float) -> Observation:
+    def _observe(self, task_id: int, job_id: str, job: dict[str, Any] | None, now: float,
+                 acct_down: str | None = None) -> Observation:
         code = self._exitcode_file(task_id)
         cancelled = (self.task_dir(task_id) / "cancelled").exists()
         if job is None:
             if code is not None:
                 self._missing_since.pop(job_id, None)
                 return Observation("exited", exit_code=code, reason="cancelled" if cancelled else None)
+            if acct_down is not None:
+                return Observation("unknown", reason=acct_down)
             since = self._missing_since.setdefault(job_id, now)
             if now - since < self.missing_grace:
                 return Observation("unknown", reason=f"Slurm job {job_id} is not listed (yet)")

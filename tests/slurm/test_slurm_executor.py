@@ -200,13 +200,16 @@ async def test_hostile_strings_reach_the_task_verbatim(slurm_cluster: SlurmClust
 
 def counting_bin(tmp_path: Path) -> tuple[Path, Path, Path]:
     """A bin dir whose Slurm commands log their argv and run the real ones; squeue pretends to have
-    forgotten every job while the returned flag file exists (as after MinJobAge)."""
+    forgotten every job while the returned flag file exists (as after MinJobAge), and sacct fails
+    while ``<flag>.acct-down`` exists (slurmdbd down)."""
     bin_dir, calls, forget = tmp_path / "bin", tmp_path / "calls.log", tmp_path / "forget"
     bin_dir.mkdir()
     for cmd in ("sbatch", "squeue", "sacct", "scancel", "sinfo", "scontrol"):
         real = subprocess.run(["which", cmd], capture_output=True, text=True, check=True).stdout.strip()
-        fake = (f'[ -e "{forget}" ] && [ "$1" = --json ] && {{ echo \'{{"jobs": [], "errors": []}}\'; exit 0; }}\n'
-                if cmd == "squeue" else "")
+        fake = {
+            "squeue": f'[ -e "{forget}" ] && [ "$1" = --json ] && {{ echo \'{{"jobs": []}}\'; exit 0; }}\n',
+            "sacct": f'[ -e "{forget}.acct-down" ] && {{ echo "sacct: error: slurmdbd down" >&2; exit 1; }}\n',
+        }.get(cmd, "")
         (bin_dir / cmd).write_text(f'#!/bin/sh\necho "{cmd} $*" >> "{calls}"\n{fake}exec {real} "$@"\n')
         (bin_dir / cmd).chmod(0o755)
     return bin_dir, calls, forget
@@ -243,6 +246,11 @@ async def test_poll_is_one_squeue_call_and_one_sacct_call_for_many_tasks(slurm_c
         (ex.task_dir(12) / "exitcode").unlink()
         seen = await ex.poll({12: t.states[12]})
         assert seen[12].status == "exited" and seen[12].exit_code == 1, seen[12]
+        # Accounting down: what the exitcode files tell still counts; the rest is unknown, not gone.
+        Path(f"{forget}.acct-down").touch()
+        seen = await ex.poll({**t.states, 99: ghost})
+        assert (seen[11].status, seen[11].exit_code) == ("exited", 0), seen[11]
+        assert seen[12].status == "unknown" and seen[99].status == "unknown", seen
     finally:
         for task_id, state in t.states.items():
             await ex.cancel(task_id, state)
