@@ -77,11 +77,13 @@ def render_batch(
         raise LaunchError("empty placement")
     gpus = gpus_per_node(placement)
     res = plan.resources
+    cpus = res.cpus_per_task * plan.procs_per_node  # one Slurm task per node starts all its ranks
     options = [
         f"--job-name=tacc-{int(task_id)}",
         f"--nodes={len(placement.nodes)}",
         f"--nodelist={','.join(n.node for n in placement.nodes)}",
         "--ntasks-per-node=1",
+        f"--cpus-per-task={cpus}",
     ]
     if gpus:
         options.append(f"--gres=gpu:{gpus}")
@@ -111,7 +113,8 @@ def render_batch(
             raise LaunchError(f"invalid environment variable name {key[:80]!r}")
         lines.append(f"export {key}={q(env[key])}")
     lines.append(_BODY.rstrip("\n"))
-    srun = ['srun --nodes="$SLURM_NNODES" --ntasks-per-node=1 --kill-on-bad-exit=1 --export=ALL']
+    srun = ['srun --nodes="$SLURM_NNODES" --ntasks-per-node=1', f"--cpus-per-task={cpus}",
+            "--kill-on-bad-exit=1 --export=ALL"]
     if gpus:
         srun.append(f"--gres=gpu:{gpus}")
     lines.append(" ".join([*srun, _SRUN_CMD]))

@@ -81,7 +81,8 @@ SBATCH_CASES: dict[str, dict[str, Any]] = {
     "slurm-two-node-hostile": {
         "plan": "env-datasets-venv", "nodes": [("n1", [0, 1]), ("n3", [0, 1])], "name": HOSTILE,
         "dir": f"/srv/ta cc/{HOSTILE}/tasks/8", "env": {"SITE_NOTE": HOSTILE, "HTTP_PROXY": "http://proxy:3128"},
-        "partition": "gpu", "resources": {"nodes": 2, "gpus_per_node": 2, "memory": 2048, "time_limit": 5430},
+        "partition": "gpu", "resources": {"nodes": 2, "gpus_per_node": 2, "memory": 2048, "time_limit": 5430,
+                      "cpus_per_task": 3},
     },
 }
 
