@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import pwd
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -302,3 +305,25 @@ async def test_a_job_pending_in_slurm_is_running_for_us_and_cancels_at_once(task
         assert "should not run" not in tasks.log(7)
     finally:
         subprocess.run(["scancel", blocker_id], capture_output=True, timeout=60, check=False)
+
+
+async def test_submit_as_runs_the_job_as_that_user(slurm_cluster: SlurmCluster) -> None:
+    root = Path(tempfile.mkdtemp(prefix="tacc-submit-as-"))  # not pytest's tmp dir: private to root
+    root.chmod(0o755)
+    try:
+        ex = SlurmExecutor(root / "state", submit_as="nobody", grace_period=1)
+        t = Tasks(ex, root)
+        plan = t.plan({"main.sh": 'echo "I am $(id -un)"; touch "$TACC_CHECKPOINT_DIR/saved"\n'},
+                      entrypoint={"argv": ["bash", "main.sh"]})
+        state = await t.launch(8, plan, ("n4", []))
+        try:
+            obs = await t.wait(8, "exited")
+        finally:
+            await ex.cancel(8, state)
+        assert obs.exit_code == 0, t.log(8)
+        assert "I am nobody" in t.log(8).splitlines(), t.log(8)
+        assert (ex.task_dir(8) / "checkpoint" / "saved").stat().st_uid == pwd.getpwnam("nobody").pw_uid
+        job = squeue_job(state["job_id"])
+        assert job is not None and job["user_name"] == "nobody", job
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
