@@ -327,3 +327,25 @@ async def test_submit_as_runs_the_job_as_that_user(slurm_cluster: SlurmCluster) 
         assert job is not None and job["user_name"] == "nobody", job
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_a_rerun_after_preemption_keeps_its_log_and_checkpoints(tasks: Tasks) -> None:
+    script = ('echo "attempt $TACC_ATTEMPT grace $TACC_PREEMPT_GRACE"; ls "$TACC_CHECKPOINT_DIR"\n'
+              'trap \'echo saving; touch "$TACC_CHECKPOINT_DIR/step-$TACC_ATTEMPT"; exit 143\' TERM\n'
+              '[ "$TACC_ATTEMPT" = 0 ] && { sleep 300 & wait; }\necho finished\n')
+    plan = tasks.plan({"main.sh": script}, entrypoint={"argv": ["bash", "main.sh"]})
+    placement = Placement(nodes=[NodeSlots(node="n3", gpus=[])])
+    first = await tasks.ex.launch(Launch(task_id=9, owner="alice", plan=plan, placement=placement))
+    tasks.states[9] = first
+    deadline = time.monotonic() + WAIT_S
+    while "attempt 0" not in tasks.log(9):
+        assert time.monotonic() < deadline, tasks.log(9)
+        await asyncio.sleep(0.2)
+    await tasks.ex.cancel(9, first)  # what the service does to preempt
+    second = await tasks.ex.launch(Launch(task_id=9, owner="alice", plan=plan, placement=placement, attempt=1))
+    tasks.states[9] = second
+    assert second["job_id"] != first["job_id"]
+    obs = await tasks.wait(9, "exited")
+    assert obs == Observation("exited", exit_code=0), (obs, tasks.log(9))
+    lines = [line for line in tasks.log(9).splitlines() if not line.startswith(("slurmstepd", "srun"))]
+    assert lines == ["attempt 0 grace 2", "saving", "attempt 1 grace 2", "step-0", "finished"], tasks.log(9)
