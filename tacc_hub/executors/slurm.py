@@ -31,8 +31,8 @@ import asyncio
 import json
 import logging
 import os
+import pwd
 import re
-import shutil
 import subprocess
 import time
 from pathlib import Path
@@ -267,11 +267,12 @@ class SlurmExecutor(Executor):
     def _prepare(self, launch: Launch) -> Path:
         tdir = prepare_task_dir(self.task_dir(launch.task_id), launch, self.user_dir(launch.owner))
         if self.submit_as:  # the job runs as that user: it writes its log, exit code and checkpoints
+            user = pwd.getpwnam(self.submit_as)
             for top in (tdir, self.user_dir(launch.owner)):
-                for dirpath, _, files in os.walk(top):
-                    shutil.chown(dirpath, self.submit_as)
-                    for f in files:
-                        shutil.chown(os.path.join(dirpath, f), self.submit_as)
+                os.lchown(top, user.pw_uid, user.pw_gid)
+                for dirpath, dirs, files in os.walk(top):  # lchown: never through a symlink of the user's code
+                    for name in (*dirs, *files):
+                        os.lchown(os.path.join(dirpath, name), user.pw_uid, user.pw_gid)
         return tdir
 
     async def launch(self, launch: Launch) -> dict[str, Any]:
