@@ -162,8 +162,8 @@ class Controller:
         return self.groups.get(user, "default")
 
     def quotas_changed(self) -> None:
-        """Quotas or memberships changed (admin API): reload them before the next pass."""
-        self._quotas_stale = True
+        """Quotas or memberships changed (admin API): reload them now, so the next submit sees them."""
+        self.reload_quotas()
         self.wake()
 
     def _has_budgets(self) -> bool:

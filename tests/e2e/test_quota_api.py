@@ -183,7 +183,8 @@ def test_usage_is_reflected_after_a_task_runs(svc: ServiceProcess, tmp_path: Pat
     assert before["used_gpu_hours"] == {"user": 0.0, "group": 0.0}
     assert before["remaining_gpu_hours"] == {"user": None, "group": 1.0}
 
-    d = write_task(tmp_path / "g", "name: gpu\ncode: .\nentrypoint: sleep 1\nresources: {nodes: 1, gpus_per_node: 2}\n")
+    d = write_task(tmp_path / "g", "name: gpu\ncode: .\nentrypoint: sleep 1\n"
+                   "resources: {nodes: 1, gpus_per_node: 2, time_limit: 60}\n")  # 2 x 60 s fits 1 GPU-hour
     res = tcloud(svc, "carol", "submit", str(d), "--json")
     assert res.returncode == 0, res.stderr
     task = carol.wait_status(json.loads(res.stdout)["id"], {"succeeded"})
