@@ -1,0 +1,375 @@
+"""``tacc``: our policy. Fair, QoS-aware, Gittins-ordered, preemptive, topology-aware, quota-keeping.
+
+Order (``tacc_queue``): starving tasks first (waited longer than ``starve_after``,
+oldest first), then QoS class, then the Gittins index of the task's attained
+service under the duration distribution learned from completed tasks
+(``tacc_model``: shortest-expected-first that stays robust when predictions are
+wrong, because a task that outlives its expectation is demoted), scaled by
+decayed fair share of its group and user; ties by submit time.
+
+A pass walks the waiting tasks in that order:
+
+- Quotas (``View.quotas``): a task of an ``exhausted`` user or group does not
+  start; nor one that would take its user or group above ``max_gpus``.
+- Placement (``FreeMap``): one node, else one switch, else spread. A task with
+  ``spread_ok`` False never spans switches. When only a spread placement is
+  free, the task first tries to get a packed one by preempting lower-ranked
+  tasks; else it spreads now if the expected wait for a packed placement
+  (running tasks ending at their expected times) costs more than the expected
+  slowdown (``slowdown(gpus, nodes, min_nodes, switches)`` x its expected run
+  time), and waits otherwise. Every start says why in ``Start.note``.
+- Preemption: a task that does not fit may preempt preemptible running tasks of
+  a strictly worse ``(starving, qos, level)``, the worst first, only as many as
+  make it fit, never one in its first ``min_run`` seconds of a run; a group below its ``guaranteed_gpus`` may also preempt
+  preemptible tasks of groups holding more than their own guarantee. A
+  preempted task goes back to the queue keeping its submit time (its place by age).
+- Backfill: the first task that cannot start (the head) holds a reservation at
+  the time enough GPUs should be free (expected ends); a later task starts only
+  if it should end by then, or fits in the GPUs the head leaves spare, or is
+  preemptible and ranked strictly below the head (the head can take its GPUs
+  back). At most ``max_backfill_test`` tasks are tried after the head (Slurm's
+  ``bf_max_job_test``), which bounds a pass.
+
+Invariants: the contract's (``policy``): no GPU twice (one ``FreeMap``), gang,
+only preemptible victims, quotas kept as actions apply in order, ``spread_ok``
+kept, pure (state: the queue, fair-share usage and the model, all learned from
+views). ``explain`` (``tacc_explain``) gives every waiting task a reason,
+position and estimate consistent with this order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import ClassVar
+
+from ..policy import Action, Explanation, Preempt, Quotas, Start, TaskView, View, Wake
+from ..topology import Fit, FreeMap, min_nodes, switches_of
+from .tacc_queue import Queue, Rank
+from .tacc_running import Running, expected_end, expected_run
+
+Slowdown = Callable[[int, int, int, int], float]  # (gpus, nodes, min nodes, switches) -> run-time factor >= 1
+
+
+def default_slowdown(gpus: int, nodes: int, least: int, switches: int) -> float:
+    """A spread placement's slowdown when nothing measured is given.
+
+    From the measured placements (``../shared/traces/placements``): spanning one
+    more node than needed costs 1.3x-2.4x (median about 1.7x); more nodes cost a
+    little more. Crossing switches (TCP instead of one switch's fabric) is
+    charged 1.25x more per extra switch (no measurement: a conservative guess).
+    """
+    f = 1.0 if nodes <= least else 1.7 + 0.1 * (nodes - least - 1)
+    return f * (1.25 ** max(0, switches - 1))
+
+
+class Tacc:
+    name: ClassVar[str] = "tacc"
+    preemptive: ClassVar[bool] = True
+    oracle: ClassVar[bool] = False
+    quota_aware: ClassVar[bool] = True
+
+    def __init__(self, slowdown: Slowdown | None = None, half_life: float = 7 * 86400.0,
+                 calc_period: float = 300.0, fair_weight: float = 0.5, starve_after: float = 3 * 86400.0,
+                 level_ratio: float = 2.0, size_exponent: float = 0.0, rebuild_growth: float = 0.05,
+                 max_backfill_test: int = 256, min_run: float = 120.0) -> None:
+        """Defaults and why:
+
+        ``half_life`` 7 days and ``calc_period`` 5 minutes: Slurm's defaults for fair share.
+        ``fair_weight`` 0.5: a group at twice its share has its score halved (a
+        factor, not an override: short tasks of a busy group still pass long ones).
+        ``starve_after`` 3 days of waiting: above the trace's p99 queueing under
+        LAS-like orders, so the guard protects without reordering the common case.
+        ``level_ratio`` 2: preemption needs at least a 2x better score (hysteresis
+        against churn; each preemption costs a restart).
+        ``size_exponent`` 0: the index is per task, not per GPU (what the measured
+        JCT preferred). ``rebuild_growth`` 5%: the model is rebuilt when history
+        grew that much (about 200 rebuilds over the 82k-job trace).
+        ``min_run`` 120 s: a task is not preempted in its first 2 minutes of a run
+        (4x the simulator's 30 s restart cost): Gittins indices are not monotone in
+        age, and without it two tasks can preempt each other forever, each restart
+        losing its progress.
+        """
+        self.slowdown = slowdown or default_slowdown
+        self.rebuild_growth = rebuild_growth
+        self.max_backfill_test = max_backfill_test
+        self.min_run = min_run
+        self.queue = Queue(half_life, calc_period, fair_weight, starve_after, level_ratio, size_exponent)
+        self.running = Running()
+
+    # -- one pass --------------------------------------------------------------------------------
+
+    def _prepare(self, view: View) -> None:
+        self.queue.refresh(view, self.rebuild_growth)
+        self.running.sync(view, self.queue)
+
+    def schedule(self, view: View) -> list[Action]:
+        if not view.waiting:
+            return []
+        self._prepare(view)
+        return _Pass(self, view).run()
+
+    def explain(self, view: View) -> dict[int, Explanation]:
+        from .tacc_explain import explain
+
+        self._prepare(view)
+        return explain(self, view)
+
+
+class _Pass:
+    """The state of one ``schedule`` pass (see the module docstring)."""
+
+    def __init__(self, policy: Tacc, view: View) -> None:
+        self.p, self.view, self.now = policy, view, view.now
+        self.q: Quotas | None = view.quotas
+        self.free = FreeMap(view.nodes)
+        self.out: list[Action] = []
+        self.preempted: set[int] = set()
+        self.victims: list[tuple[Rank, TaskView]] | None = None
+        self.held_u: dict[str, int] = {}
+        self.held_g: dict[str, int] = {}
+        if self.q is not None:
+            for t in view.running.values():
+                self.held_u[t.owner] = self.held_u.get(t.owner, 0) + t.gpus
+                self.held_g[t.group] = self.held_g.get(t.group, 0) + t.gpus
+        self.reclaim = self.q is not None and any(lim.guaranteed_gpus > 0 for lim in (
+            *self.q.groups.values(), self.q.default_group))
+        self.ends: list[tuple[float, int, TaskView]] | None = None
+
+    # -- quotas ----------------------------------------------------------------------------------
+
+    def quota_blocks(self, t: TaskView) -> bool:
+        q = self.q
+        if q is None:
+            return False
+        if f"user:{t.owner}" in q.exhausted or f"group:{t.group}" in q.exhausted:
+            return True
+        cap = q.user(t.owner).max_gpus
+        if cap is not None and self.held_u.get(t.owner, 0) + t.gpus > cap:
+            return True
+        cap = q.group(t.group).max_gpus
+        return cap is not None and self.held_g.get(t.group, 0) + t.gpus > cap
+
+    def below_guarantee(self, t: TaskView) -> bool:
+        return self.reclaim and self.q is not None and \
+            self.held_g.get(t.group, 0) + t.gpus <= self.q.group(t.group).guaranteed_gpus
+
+    def over_guarantee(self, v: TaskView) -> bool:
+        return self.q is not None and self.held_g.get(v.group, 0) > self.q.group(v.group).guaranteed_gpus
+
+    # -- the walk --------------------------------------------------------------------------------
+
+    def run(self) -> list[Action]:
+        p, free, now = self.p, self.free, self.now
+        worst = p.running.worst_level()
+        head: tuple[Rank, TaskView] | None = None
+        shadow: tuple[float, int] | None = None
+        tested = 0
+        failed: set[tuple[int, int, bool, bool]] = set()
+        for rank, t in p.queue.ranked(self.view):
+            lv = rank[:3]
+            can_preempt = worst is not None and worst > lv
+            if free.total == 0 and not can_preempt and not self.reclaim:
+                break
+            if head is not None:
+                tested += 1
+                if tested > p.max_backfill_test:
+                    break
+            if self.quota_blocks(t):
+                continue
+            shape = (t.nodes, t.gpus_per_node, t.flexible, t.spread_ok)
+            fit: Fit | None = None
+            if t.gpus <= free.total and shape not in failed:
+                fit = self.fit(t)
+            note = ""
+            taken: list[TaskView] = []
+            if fit is None or fit.spread:
+                packed = self.preempt_for(t, lv, fit is None) if (can_preempt or self.below_guarantee(t)) else None
+                if packed is not None:
+                    fit, taken = packed
+                    note = f"preempted {len(taken)} lower-ranked task(s)"
+                    if any(not self._outranks(lv, v) for v in taken):
+                        note = f"reclaimed guaranteed GPUs of group {t.group} from {len(taken)} task(s)"
+            if fit is not None and not taken and fit.spread:
+                spread_note = self.spread_or_wait(t, fit)
+                if spread_note is None:
+                    continue  # waits for a packed placement (cheaper than the slowdown)
+                note = spread_note
+            if fit is None:
+                failed.add(shape)
+                if head is None:
+                    head = (rank, t)
+                continue
+            if head is not None and not taken:
+                if shadow is None:
+                    shadow = self.reserve(head[1])
+                ok, shadow = self.backfill_ok(t, lv, head[0][:3], shadow)
+                if not ok:
+                    continue
+                note = note or "backfilled: does not delay the head's reserved start"
+            for v in taken:
+                self.out.append(Preempt(v.id))
+                self.preempted.add(v.id)
+                self._hold(v, -1)
+            free.take(fit.placement)
+            self._hold(t, +1)
+            failed.clear()
+            self.out.append(Start(t.id, fit.placement, note or _packed_note(fit)))
+        self._wake(worst)
+        return self.out
+
+    def _outranks(self, lv: tuple[int, int, int], v: TaskView) -> bool:
+        r = self.p.running.rank.get(v.id)
+        return r is not None and r[1][:3] > lv
+
+    def _hold(self, t: TaskView, sign: int) -> None:
+        if self.q is not None:
+            self.held_u[t.owner] = self.held_u.get(t.owner, 0) + sign * t.gpus
+            self.held_g[t.group] = self.held_g.get(t.group, 0) + sign * t.gpus
+
+    def fit(self, t: TaskView, free: FreeMap | None = None) -> Fit | None:
+        free = free or self.free
+        fit = free.fit(t.nodes, t.gpus_per_node, t.flexible)
+        if fit is not None and not t.spread_ok and fit.spread and switches_of(fit.placement, free.switch) > 1:
+            return None
+        return fit
+
+    def preempt_for(self, t: TaskView, lv: tuple[int, int, int],
+                    allow_spread: bool) -> tuple[Fit, list[TaskView]] | None:
+        """Victims (worst first) that make ``t`` fit, packed (or spread if ``allow_spread``); None: nobody is touched.
+
+        Victims are tried worst first until a packed placement appears; those whose
+        GPUs the placement does not use are given back (not preempted).
+        """
+        if self.victims is None:
+            self.victims = self.p.running.victims(self.view, self.preempted)
+        reclaim = self.below_guarantee(t)
+        free = self.free
+        taken: list[TaskView] = []
+        fit: Fit | None = None
+        for r, v in self.victims:
+            if v.id in self.preempted or v.placement is None:
+                continue
+            if not (r[:3] > lv or (reclaim and v.group != t.group and self.over_guarantee(v))):
+                if not reclaim:
+                    break  # worst first: nobody further down can be preempted by rank either
+                continue
+            if v.start is not None and self.now - v.start < self.p.min_run:
+                continue  # a fresh run is not cut short: no preemption ping-pong that pays restarts for nothing
+            free.give(v.placement)
+            taken.append(v)
+            if t.gpus <= free.total:
+                fit = self.fit(t)
+                if fit is not None and not fit.spread:
+                    break
+        if fit is None or not taken or (fit.spread and not allow_spread):
+            for v in taken:
+                if v.placement is not None:
+                    free.take(v.placement)
+            return None
+        used = {(s.node, g) for s in fit.placement.nodes for g in s.gpus}
+        needed = []
+        for v in taken:
+            assert v.placement is not None
+            if any((s.node, g) in used for s in v.placement.nodes for g in s.gpus):
+                needed.append(v)
+            else:
+                free.take(v.placement)  # disjoint from the placement: it keeps running
+        return fit, needed
+
+    # -- spread or wait --------------------------------------------------------------------------
+
+    def running_ends(self) -> list[tuple[float, int, TaskView]]:
+        if self.ends is None:
+            q, now = self.p.queue, self.now
+            self.ends = sorted((expected_end(t, q, now), t.id, t) for t in self.view.running.values()
+                               if t.id not in self.preempted)
+        return self.ends
+
+    def spread_or_wait(self, t: TaskView, fit: Fit) -> str | None:
+        """The note of a spread start, or None when waiting for a packed placement is cheaper."""
+        nodes = len(fit.placement.nodes)
+        least = min_nodes(t.gpus, self.free.node_size)
+        sw = switches_of(fit.placement, self.free.switch)
+        factor = self.p.slowdown(t.gpus, nodes, least, sw)
+        where = f"{nodes} nodes" + (f", {sw} switches over TCP" if sw > 1 else "")
+        if factor <= 1.0:
+            return f"spread over {where}: no slowdown expected"
+        cost = expected_run(t, self.p.queue) * (factor - 1.0)
+        wait = self.packed_wait(t)
+        if wait < cost:
+            return None
+        return (f"spread over {where}: waiting ~{_h(wait)} for a packed placement would cost more "
+                f"than the ~{_h(cost)} slowdown (x{factor:.2f})")
+
+    def packed_wait(self, t: TaskView) -> float:
+        """Seconds until a packed placement for ``t`` should be free (running tasks end when expected)."""
+        sim = FreeMap(self.view.nodes)
+        for a in self.out:  # in order: a start may use GPUs a preemption before it freed
+            if isinstance(a, Start):
+                sim.take(a.placement)
+            elif isinstance(a, Preempt):
+                v = self.view.running[a.task_id]
+                if v.placement is not None:
+                    sim.give(v.placement)
+        for k, (end, _, v) in enumerate(self.running_ends()):
+            if k >= 64:
+                break
+            if v.placement is None or v.id in self.preempted:
+                continue
+            sim.give(v.placement)
+            fit = sim.fit(t.nodes, t.gpus_per_node, t.flexible)
+            if fit is not None and not fit.spread:
+                return max(0.0, end - self.now)
+        return math.inf
+
+    # -- backfill --------------------------------------------------------------------------------
+
+    def reserve(self, head: TaskView) -> tuple[float, int]:
+        """The head's reserved start (shadow time) and the GPUs it leaves spare then."""
+        avail = self.free.total
+        if avail >= head.gpus:
+            return self.now, avail - head.gpus
+        ends = [(e, v.gpus) for e, _, v in self.running_ends()]
+        q = self.p.queue
+        ends += [(self.now + expected_run(self.view.waiting[a.task_id], q), self.view.waiting[a.task_id].gpus)
+                 for a in self.out if isinstance(a, Start)]
+        ends.sort()
+        for end, gpus in ends:
+            avail += gpus
+            if avail >= head.gpus:
+                return end, avail - head.gpus
+        return math.inf, 0
+
+    def backfill_ok(self, t: TaskView, lv: tuple[int, int, int], head_lv: tuple[int, int, int],
+                    shadow: tuple[float, int]) -> tuple[bool, tuple[float, int]]:
+        if t.preemptible and lv > head_lv:
+            return True, shadow
+        at, extra = shadow
+        if self.now + expected_run(t, self.p.queue) <= at:
+            return True, shadow
+        if t.gpus <= extra:
+            return True, (at, extra - t.gpus)
+        return False, shadow
+
+    # -- wake-ups --------------------------------------------------------------------------------
+
+    def _wake(self, worst: tuple[int, int, int] | None) -> None:
+        started = sum(1 for a in self.out if isinstance(a, Start))
+        if started >= len(self.view.waiting):
+            return
+        at = [x for x in (self.p.queue.next_starvation(), self.p.running.next_change()) if x is not None]
+        nxt = min((x for x in at if x > self.now), default=None)
+        if nxt is not None:
+            self.out.append(Wake(nxt))
+
+
+def _packed_note(fit: Fit) -> str:
+    n = len(fit.placement.nodes)
+    return "packed on one node" if n == 1 else f"packed on {n} nodes of one switch"
+
+
+def _h(seconds: float) -> str:
+    if seconds == math.inf:
+        return "forever"
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"
