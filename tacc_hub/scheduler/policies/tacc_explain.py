@@ -52,7 +52,7 @@ def explain(policy: Tacc, view: View) -> dict[int, Explanation]:
     for _, t in q.ranked(view):
         pos += 1
         reason, detail, never = _quota(t, quotas, held_u, held_g)
-        if t.gpus > capacity:
+        if reason is None and t.gpus > capacity:
             never, reason, detail = True, "Resources", f"needs {t.gpus} GPUs; the cluster has {capacity}"
         if reason is None:
             if t.gpus > free.total:

@@ -37,12 +37,14 @@ _REP = tuple(5.0 if i == 0 else math.sqrt(lower(i) * EDGES[i]) for i in range(BU
 class Curve:
     """One group's belief, per age bucket."""
 
-    index: tuple[float, ...]  # Gittins index (1/s)
+    index: tuple[float, ...]  # Gittins index (1/s), made non-increasing in age (see ``levels``)
     mean_left: tuple[float, ...]  # expected remaining seconds
     median_left: tuple[float, ...]  # median remaining seconds
+    level: tuple[int, ...] = ()  # the index on a log scale: floor(log(1/index) / log(ratio))
+    next_level: tuple[int, ...] = ()  # the first bucket after this one with another level (BUCKETS: none)
 
 
-def curve(weights: Sequence[float]) -> Curve:
+def curve(weights: Sequence[float], ratio: float = 4.0) -> Curve:
     """Indices and remaining-time estimates for the distribution ``weights`` (mass per bucket)."""
     index, mean_left, median_left = [], [], []
     for a in range(BUCKETS):
@@ -67,7 +69,13 @@ def curve(weights: Sequence[float]) -> Curve:
         index.append(max(best, 1e-9))
         mean_left.append(max(1.0, done_work / tail))
         median_left.append(med if med is not None else max(1.0, la))
-    return Curve(tuple(index), tuple(mean_left), tuple(median_left))
+    for a in range(1, BUCKETS):  # non-increasing: a task never climbs back above one it overtook (no ping-pong)
+        index[a] = min(index[a], index[a - 1])
+    level = [int(-math.log(x) // math.log(ratio)) for x in index]
+    nxt = [BUCKETS] * BUCKETS
+    for a in range(BUCKETS - 2, -1, -1):
+        nxt[a] = a + 1 if level[a + 1] != level[a] else nxt[a + 1]
+    return Curve(tuple(index), tuple(mean_left), tuple(median_left), tuple(level), tuple(nxt))
 
 
 class Model:
@@ -79,18 +87,18 @@ class Model:
         self.curves, self._default, self.version = curves, default, version
 
     @classmethod
-    def build(cls, history: DurationHistory | None, prior: float = 20.0) -> Model:
+    def build(cls, history: DurationHistory | None, ratio: float = 4.0, prior: float = 20.0) -> Model:
         flat = [1.0 / BUCKETS] * BUCKETS
         if history is None or history.version == 0:
-            return cls({}, curve(flat), 0)
+            return cls({}, curve(flat, ratio), 0)
         total = history.counts()
         n = sum(total)
         base = [t + f for t, f in zip(total, flat, strict=True)]
-        default = curve(base)
+        default = curve(base, ratio)
         curves = {}
         for g in history.groups():
             counts = history.counts(g)
-            curves[g] = curve([c + prior * t / n + f for c, t, f in zip(counts, total, flat, strict=True)])
+            curves[g] = curve([c + prior * t / n + f for c, t, f in zip(counts, total, flat, strict=True)], ratio)
         return cls(curves, default, history.version)
 
     def of(self, group: str) -> Curve:

@@ -1,29 +1,31 @@
 """The ``tacc`` queue: who goes first, kept sorted across passes.
 
-Rank of a task (smaller first), as a tuple ``(starving, qos, level, -score, submit, id)``:
+Rank of a task (smaller first), as a tuple ``(starving, qos, level, submit, id)``:
 
 1. *Age* (``starving``): a task whose time spent waiting (since submission, not
    counting its runs) exceeds ``starve_after`` goes ahead of every other, oldest
    submission first. Nothing starves: a stream of short tasks delays a big one at
    most that long before it outranks them all (and may preempt them).
 2. *QoS class*: interactive, then normal, then low (unknown classes: normal).
-3. *Score* = Gittins index of the task's attained service (``tacc_model``) per
-   GPU^``size_exponent``, times the fair-share factor of its group and of its
-   user. ``level`` is the score on a log scale in steps of ``level_ratio``: a
-   running task is preempted only for a task of a strictly better
-   ``(starving, qos, level)``, so near-equal tasks do not preempt each other.
-4. Submit time (and id) break ties: a preempted task keeps its place by age.
+3. *Level*: the level of the Gittins index of the task's attained service
+   (``tacc_model``: shortest-expected first, learned from completed tasks),
+   bounded by its time limit, plus a fair-share shift. A running task is
+   preempted only for a task of a strictly better ``(starving, qos, level)``,
+   so tasks of one level never preempt each other.
+4. Submit time (and id): FIFO inside a level; a preempted task keeps its place by age.
 
 Fair share (Slurm's classic multifactor, with decay): each group's and user's
 GPU-seconds, decayed with ``half_life``, recomputed every ``calc_period``; a
-group using ``r`` times its equal share gets factor ``2 ** (-weight * (r - 1))``,
-clamped to ``[1/8, 8]`` (same for users inside a group).
+group using ``r`` times its equal share has its level shifted by
+``round(fair_weight * log2(r))``, clamped to [-2, 2] (the same again for a user
+inside its group): heavy users sink, light ones rise, but a short task of a
+heavy group still passes a long one.
 
 Within one user, tasks go by the user's ``priority`` first (higher first), then
 by rank: the owner orders their own tasks.
 
 Invariants: waiting tasks are held in one sorted list per (group, user) whose
-order does not depend on fair share (a factor scales a whole list), so a
+order does not depend on fair share (a shift moves a whole list), so a
 fair-share update costs no re-sort; a list is rebuilt only when the duration
 model changes. Entries hold the exact ``TaskView`` they were made from; stale
 ones (the task left, or came back with new service) are skipped and dropped.
@@ -42,7 +44,7 @@ from .tacc_model import Model, age_bucket
 
 QOS_RANK = {"interactive": 0, "high": 0, "normal": 1, "low": 2}
 
-Rank = tuple[int, int, int, float, float, int]  # (starving, qos, level, -score, submit, id)
+Rank = tuple[int, int, int, float, int]  # (starving, qos, level, submit, id)
 
 
 class Queue:
@@ -52,8 +54,9 @@ class Queue:
                  level_ratio: float, size_exponent: float) -> None:
         self.half_life, self.calc_period, self.fair_weight = half_life, calc_period, fair_weight
         self.starve_after, self.size_exponent = starve_after, size_exponent
+        self.ratio = level_ratio
         self._log_ratio = math.log(level_ratio)
-        self.model = Model.build(None)
+        self.model = Model.build(None, level_ratio)
         self.lists: dict[tuple[str, str], list[tuple[Any, int, int, TaskView]]] = {}
         self.seq = 0
         self.known: dict[int, TaskView] = {}
@@ -62,20 +65,20 @@ class Queue:
         self.starving: list[tuple[float, int, int, TaskView]] = []  # (submit, id, seq, view)
         self.usage_g: dict[str, float] = {}
         self.usage_u: dict[tuple[str, str], float] = {}
-        self.factor: dict[tuple[str, str], float] = {}
+        self.shift: dict[tuple[str, str], int] = {}
         self.last_calc: float | None = None
         self.epoch = 0  # bumped whenever ranks of running tasks must be recomputed
 
     # -- rank ------------------------------------------------------------------------------------
 
-    def score(self, t: TaskView, done: float) -> float:
-        s = self.model.of(t.group).index[age_bucket(done)]
+    def base_level(self, t: TaskView, done: float) -> int:
+        """The task's level before fair share: its Gittins level, bounded by its time limit, per size."""
+        lv = self.model.of(t.group).level[age_bucket(done)]
         if t.time_limit is not None and t.time_limit > done:  # the limit bounds what is left
-            s = max(s, 1.0 / (t.time_limit - done))
-        return s / t.gpus ** self.size_exponent if self.size_exponent and t.gpus > 1 else s
-
-    def level(self, score: float) -> int:
-        return int(-math.log(score) // self._log_ratio)
+            lv = min(lv, int(math.log(t.time_limit - done) // self._log_ratio))
+        if self.size_exponent and t.gpus > 1:
+            lv += round(self.size_exponent * math.log(t.gpus) / self._log_ratio)
+        return lv
 
     def waited(self, t: TaskView, now: float) -> float:
         """Seconds spent waiting since submission (runs excluded); for a running task, before this run."""
@@ -86,9 +89,8 @@ class Queue:
         """The rank of a task, waiting or running, at ``now``."""
         qos = QOS_RANK.get(t.qos, 1)
         if self.waited(t, now) > self.starve_after:
-            return (0, qos, 0, t.submit, t.submit, t.id)
-        s = self.score(t, t.done_at(now)) * self.factor.get((t.group, t.owner), 1.0)
-        return (1, qos, self.level(s), -s, t.submit, t.id)
+            return (0, qos, 0, t.submit, t.id)
+        return (1, qos, self.base_level(t, t.done_at(now)) + self.shift.get((t.group, t.owner), 0), t.submit, t.id)
 
     # -- upkeep ----------------------------------------------------------------------------------
 
@@ -98,14 +100,14 @@ class Queue:
         hist = view.history
         if hist is not None and hist.version > 0 and (
                 h.version == 0 or hist.version >= h.version * (1.0 + rebuild_growth) + 8):
-            self.model = Model.build(hist)
+            self.model = Model.build(hist, self.ratio)
             self._rebuild(view.waiting)
         if self.last_calc is None or view.now - self.last_calc >= self.calc_period:
             self._fair_share(view)
         self._sync(view)
 
-    def _key(self, t: TaskView) -> tuple[int, int, float, float, int]:
-        return (QOS_RANK.get(t.qos, 1), -t.priority, -self.score(t, t.done), t.submit, t.id)
+    def _key(self, t: TaskView) -> tuple[int, int, int, float, int]:
+        return (QOS_RANK.get(t.qos, 1), -t.priority, self.base_level(t, t.done), t.submit, t.id)
 
     def _insert(self, t: TaskView) -> None:
         lst = self.lists.setdefault((t.group, t.owner), [])
@@ -180,14 +182,14 @@ class Queue:
         for g, _ in uu:
             users_of[g] = users_of.get(g, 0) + 1
         w = self.fair_weight
-        factor = {}
+        shift = {}
         for (g, u), used in uu.items():
-            fg = _clamp(2.0 ** (-w * (ug[g] / total * len(ug) - 1.0))) if total > 0 and w else 1.0
-            gu = ug[g]
-            fu = _clamp(2.0 ** (-w * (used / gu * users_of[g] - 1.0))) if gu > 0 and w else 1.0
-            factor[(g, u)] = fg * fu
-        if factor != self.factor:
-            self.factor = factor
+            sg = _shift(w, ug[g] / total * len(ug)) if total > 0 else 0
+            su = _shift(w, used / ug[g] * users_of[g]) if ug[g] > 0 else 0
+            if sg or su:
+                shift[(g, u)] = sg + su
+        if shift != self.shift:
+            self.shift = shift
             self.epoch += 1
 
     # -- order -----------------------------------------------------------------------------------
@@ -199,21 +201,23 @@ class Queue:
         for submit, tid, _, t in self.starving:
             if waiting.get(tid) is t:
                 first.add(tid)
-                yield (0, QOS_RANK.get(t.qos, 1), 0, submit, submit, tid), t
-        gens = [self._walk(lst, self.factor.get(k, 1.0), waiting, first) for k, lst in self.lists.items() if lst]
+                yield (0, QOS_RANK.get(t.qos, 1), 0, submit, tid), t
+        gens = [self._walk(lst, self.shift.get(k, 0), waiting, first) for k, lst in self.lists.items() if lst]
         if len(gens) == 1:
             yield from gens[0]
         else:
             yield from heapq.merge(*gens, key=lambda e: e[0])
 
-    def _walk(self, lst: list[tuple[Any, int, int, TaskView]], f: float, waiting: Mapping[int, TaskView],
+    @staticmethod
+    def _walk(lst: list[tuple[Any, int, int, TaskView]], shift: int, waiting: Mapping[int, TaskView],
               skip: set[int]) -> Iterator[tuple[Rank, TaskView]]:
-        level = self.level
         for key, tid, _, t in lst:
             if waiting.get(tid) is t and tid not in skip:
-                s = -key[2] * f
-                yield (1, key[0], level(s), -s, key[3], tid), t
+                yield (1, key[0], key[2] + shift, key[3], tid), t
 
 
-def _clamp(x: float) -> float:
-    return min(8.0, max(0.125, x))
+def _shift(weight: float, r: float) -> int:
+    """Levels to shift for using ``r`` times the equal share."""
+    if not weight or r <= 0:
+        return -2 if weight and r <= 0 else 0
+    return max(-2, min(2, round(weight * math.log2(r))))

@@ -1,7 +1,7 @@
 """Running tasks as ``tacc`` sees them: ranks kept current cheaply, expected ends, victims.
 
-A running task's rank changes only when its attained service crosses an age
-bucket edge (``tacc_model``), when the duration model is rebuilt or when fair
+A running task's rank changes only when its attained service crosses into an
+age bucket of another level (``tacc_model``), when the duration model is rebuilt or when fair
 share is recomputed (``Queue.epoch``). ``Running`` caches each rank with the
 time it stays valid, in a heap, and counts preemptible tasks per preemption
 level, so "could the best waiting task preempt anybody?" costs a few dict
@@ -17,8 +17,9 @@ from __future__ import annotations
 import heapq
 import math
 
+from ..history import BUCKETS, lower
 from ..policy import TaskView, View
-from .tacc_model import next_edge
+from .tacc_model import age_bucket
 from .tacc_queue import Queue, Rank
 
 Level = tuple[int, int, int]
@@ -38,7 +39,8 @@ class Running:
             lv = r[:3]
             self.levels[lv] = self.levels.get(lv, 0) + 1
         if r[0] == 1 and t.start is not None and t.rate > 0:
-            at = t.start + (next_edge(t.done_at(now)) - t.done) / t.rate
+            nxt = queue.model.of(t.group).next_level[age_bucket(t.done_at(now))]
+            at = t.start + (lower(nxt) - t.done) / t.rate if nxt < BUCKETS else math.inf
             if at < math.inf:
                 heapq.heappush(self.changes, (max(at, now + 1.0), t.id, t))  # no float-edge spin
 
@@ -90,13 +92,15 @@ class Running:
         return out
 
     def next_change(self) -> float | None:
+        """When the next running task changes level (the earliest a waiting task could preempt it)."""
         return self.changes[0][0] if self.changes else None
 
 
 def expected_end(t: TaskView, queue: Queue, now: float) -> float:
     """When a running task should end: its median remaining time given its attained service, capped by its limit."""
     done = t.done_at(now)
-    left = queue.model.of(t.group).median_left[_bucket(done)] if queue.model.version else max(1.0, t.predicted - done)
+    model = queue.model
+    left = model.of(t.group).median_left[age_bucket(done)] if model.version else max(1.0, t.predicted - done)
     if t.time_limit is not None and t.start is not None:
         return min(now + left / (t.rate or 1.0), max(now, t.start + t.time_limit))
     return now + left / (t.rate or 1.0)
@@ -104,13 +108,8 @@ def expected_end(t: TaskView, queue: Queue, now: float) -> float:
 
 def expected_run(t: TaskView, queue: Queue) -> float:
     """How long a waiting task should run: its expected remaining time (mean), capped by its limit."""
-    left = queue.model.of(t.group).mean_left[_bucket(t.done)] if queue.model.version else max(1.0, t.predicted - t.done)
+    model = queue.model
+    left = model.of(t.group).mean_left[age_bucket(t.done)] if model.version else max(1.0, t.predicted - t.done)
     if t.time_limit is not None:
         left = min(left, max(1.0, t.time_limit - t.done))
     return left
-
-
-def _bucket(done: float) -> int:
-    from .tacc_model import age_bucket
-
-    return age_bucket(done)

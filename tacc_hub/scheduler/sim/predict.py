@@ -8,7 +8,8 @@ jobs, so a new group starts at the default and its own history takes over.
 Invariants: a prediction uses only durations passed to ``observe`` (the
 simulator passes a job's duration when it completes, never before); it is
 >= ``floor`` seconds. ``history`` keeps the same observations as histograms
-(``scheduler.history``), which the simulator hands to policies in ``View.history``. Running medians: two heaps per group, O(log n) per update.
+(``scheduler.history``), which the simulator hands to policies in
+``View.history``. Running medians: two heaps per group, O(log n) per update.
 """
 
 from __future__ import annotations
