@@ -28,7 +28,7 @@ SIZES = [1] * 93 + [2] * 2 + [4] * 2 + [8] * 2 + [16]
 
 def pct(xs: list[float], q: float) -> float:
     s = sorted(xs)
-    return s[min(len(s) - 1, int(round(q / 100 * (len(s) - 1))))]
+    return s[min(len(s) - 1, round(q / 100 * (len(s) - 1)))]
 
 
 class World:

@@ -12,6 +12,7 @@ from dataclasses import replace
 import hypothesis
 import pytest
 from hypothesis import strategies as st
+from test_policy_contract import check
 
 from tacc_hub.scheduler.cluster import NodeSlots, Placement
 from tacc_hub.scheduler.history import DurationHistory
@@ -19,8 +20,6 @@ from tacc_hub.scheduler.policies import Tacc
 from tacc_hub.scheduler.policy import REASONS, Limits, Preempt, Quotas, Start, TaskView, View
 from tacc_hub.scheduler.sim import ClusterSpec, Job, PolicyError, Simulator, simulate
 from tacc_hub.scheduler.topology import FreeMap, NodeView
-
-from test_policy_contract import check
 
 given, settings = hypothesis.given, hypothesis.settings
 
