@@ -48,7 +48,7 @@ from typing import ClassVar
 from ..policy import Action, Explanation, Preempt, Quotas, Start, TaskView, View, Wake
 from ..topology import Fit, FreeMap, min_nodes, switches_of
 from .tacc_queue import Queue, Rank
-from .tacc_running import Running, expected_end, expected_run
+from .tacc_running import Running, expected_run
 
 Slowdown = Callable[[int, int, int, int], float]  # (gpus, nodes, min nodes, switches) -> run-time factor >= 1
 
@@ -271,6 +271,8 @@ class _Pass:
                 continue
             if v.start is not None and self.now - v.start < self.p.min_run and lv[0] != 0:
                 continue  # a fresh run is not cut short (no ping-pong paying restarts), except for a starving task
+            if len(taken) >= 64:
+                break  # bounds a pass: victims come worst first, scattered; 64 is plenty for one task
             free.give(v.placement)
             taken.append(v)
             if t.gpus <= free.total:
@@ -296,8 +298,8 @@ class _Pass:
 
     def running_ends(self) -> list[tuple[float, int, TaskView]]:
         if self.ends is None:
-            q, now = self.p.queue, self.now
-            self.ends = sorted((expected_end(t, q, now), t.id, t) for t in self.view.running.values()
+            now, end = self.now, self.p.running.end
+            self.ends = sorted((max(now, end.get(t.id, now)), t.id, t) for t in self.view.running.values()
                                if t.id not in self.preempted)
         return self.ends
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING
 
-from ..policy import Explanation, TaskView, View
+from ..policy import Explanation, Quotas, TaskView, View
 from ..topology import FreeMap, switches_of
 from .tacc_running import expected_end, expected_run
 
@@ -48,10 +48,12 @@ def explain(policy: Tacc, view: View) -> dict[int, Explanation]:
     avail, clock = free.total, now
     shapes: dict[tuple[int, int, bool, bool], bool] = {}
     out: dict[int, Explanation] = {}
+    runs: dict[tuple[str, float, float | None, float], float] = {}  # expected run times, by what they depend on
+    no_history = q.model.version == 0  # no history: the estimate depends on the task's prediction
     pos = 0
     for _, t in q.ranked(view):
         pos += 1
-        reason, detail, never = _quota(t, quotas, held_u, held_g)
+        reason, detail, never = _quota(t, quotas, held_u, held_g) if quotas is not None else (None, "", False)
         if reason is None and t.gpus > capacity:
             never, reason, detail = True, "Resources", f"needs {t.gpus} GPUs; the cluster has {capacity}"
         if reason is None:
@@ -76,17 +78,17 @@ def explain(policy: Tacc, view: View) -> dict[int, Explanation]:
             clock = max(clock, end)
             avail += gpus
         avail -= t.gpus
-        heapq.heappush(ends, (clock + expected_run(t, q), t.gpus))
+        k = (t.group, t.done, t.time_limit, t.predicted if no_history else 0.0)
+        run = runs.get(k)
+        if run is None:
+            run = runs[k] = expected_run(t, q)
+        heapq.heappush(ends, (clock + run, t.gpus))
         out[t.id] = Explanation(reason, pos, clock, detail)
     return out
 
 
-def _quota(t: TaskView, quotas: object, held_u: dict[str, int],
+def _quota(t: TaskView, quotas: Quotas, held_u: dict[str, int],
            held_g: dict[str, int]) -> tuple[str | None, str, bool]:
-    from ..policy import Quotas
-
-    if not isinstance(quotas, Quotas):
-        return None, "", False
     if f"user:{t.owner}" in quotas.exhausted:
         return "Quota", f"user {t.owner} has no GPU-hours left", True
     if f"group:{t.group}" in quotas.exhausted:

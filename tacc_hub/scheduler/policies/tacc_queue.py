@@ -206,7 +206,7 @@ class Queue:
         if len(gens) == 1:
             yield from gens[0]
         else:
-            yield from heapq.merge(*gens, key=lambda e: e[0])
+            yield from heapq.merge(*gens)  # ranks are unique (they end with the id): views are never compared
 
     @staticmethod
     def _walk(lst: list[tuple[Any, int, int, TaskView]], shift: int, waiting: Mapping[int, TaskView],

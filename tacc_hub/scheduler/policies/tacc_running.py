@@ -28,6 +28,7 @@ Level = tuple[int, int, int]
 class Running:
     def __init__(self) -> None:
         self.rank: dict[int, tuple[TaskView, Rank]] = {}
+        self.end: dict[int, float] = {}  # expected end, as estimated when its rank was last computed
         self.levels: dict[Level, int] = {}  # preemptible running tasks per level
         self.changes: list[tuple[float, int, TaskView]] = []  # (when its rank may change, id, view)
         self.epoch = -1
@@ -35,6 +36,7 @@ class Running:
     def _add(self, t: TaskView, queue: Queue, now: float) -> None:
         r = queue.rank(t, now)
         self.rank[t.id] = (t, r)
+        self.end[t.id] = expected_end(t, queue, now)
         if t.preemptible:
             lv = r[:3]
             self.levels[lv] = self.levels.get(lv, 0) + 1
@@ -46,6 +48,7 @@ class Running:
 
     def _drop(self, tid: int) -> None:
         t, r = self.rank.pop(tid)
+        self.end.pop(tid, None)
         if t.preemptible:
             lv = r[:3]
             n = self.levels[lv] - 1
@@ -59,6 +62,7 @@ class Running:
         if self.epoch != queue.epoch:
             self.epoch = queue.epoch
             self.rank.clear()
+            self.end.clear()
             self.levels.clear()
             self.changes.clear()
             for t in running.values():
