@@ -5,8 +5,9 @@ The view is a realistic mix (shares from the Philly trace): 93% 1-GPU tasks, the
 16 GPUs; 15 groups of 1-8 users; QoS mostly normal, some interactive and low; a quarter
 non-preemptible; a history of 20,000 completed run times (log-normal around 20 minutes). The
 cluster starts full of running tasks; 20 warm-up passes (applied, not measured) let tacc settle
-the cluster it inherits (the first one preempts hundreds of tasks for interactive ones). Each pass moves time on 5 s, completes a few running tasks,
-adds new arrivals, and applies the policy's own actions, so passes see the state they made.
+the cluster it inherits (the first one preempts hundreds of tasks for interactive ones). Each
+pass moves time on 5 s, completes a few running tasks, adds new arrivals, and applies the
+policy's own actions, so passes see the state they made.
 
 Targets: ``schedule()`` p99 <= 10 ms; ``explain()`` well under 100 ms (p99 printed). Usage:
 python benchmarks/bench_scheduler_pass.py [--passes N] [--waiting N]
