@@ -142,6 +142,7 @@ class _Pass:
         self.reclaim = self.q is not None and any(lim.guaranteed_gpus > 0 for lim in (
             *self.q.groups.values(), self.q.default_group))
         self.ends: list[tuple[float, int, TaskView]] | None = None
+        self.waits: dict[tuple[int, int, bool, int], float] = {}  # packed_wait per shape and actions so far
 
     # -- quotas ----------------------------------------------------------------------------------
 
@@ -185,9 +186,17 @@ class _Pass:
                     break
             if self.quota_blocks(t):
                 continue
+            bf_ok, bf_shadow = True, shadow
+            if head is not None:  # checked before any placement work: most candidates fail it
+                if shadow is None:
+                    shadow = bf_shadow = self.reserve(head[1])
+                bf_ok, bf_shadow = self.backfill_ok(t, lv, head[0][:3], shadow)
+                if not bf_ok and not can_preempt and not self.below_guarantee(t):
+                    continue
             shape = (t.nodes, t.gpus_per_node, t.flexible, t.spread_ok)
             fit: Fit | None = None
-            if t.gpus <= free.total and shape not in failed:
+            tried = bf_ok and t.gpus <= free.total and shape not in failed
+            if tried:
                 fit = self.fit(t)
             note = ""
             taken: list[TaskView] = []
@@ -209,16 +218,15 @@ class _Pass:
                     continue  # waits for a packed placement (cheaper than the slowdown)
                 note = spread_note
             if fit is None:
-                failed.add(shape)
+                if tried:
+                    failed.add(shape)
                 if head is None:
                     head = (rank, t)
                 continue
             if head is not None and not taken:
-                if shadow is None:
-                    shadow = self.reserve(head[1])
-                ok, shadow = self.backfill_ok(t, lv, head[0][:3], shadow)
-                if not ok:
+                if not bf_ok:
                     continue
+                shadow = bf_shadow
                 note = note or "backfilled: does not delay the head's reserved start"
             if taken:
                 pfail = 1 << 30
@@ -321,6 +329,13 @@ class _Pass:
 
     def packed_wait(self, t: TaskView) -> float:
         """Seconds until a packed placement for ``t`` should be free (running tasks end when expected)."""
+        shape = (t.nodes, t.gpus_per_node, t.flexible, len(self.out))
+        hit = self.waits.get(shape)
+        if hit is None:
+            hit = self.waits[shape] = self._packed_wait(t)
+        return hit
+
+    def _packed_wait(self, t: TaskView) -> float:
         sim = FreeMap(self.view.nodes)
         for a in self.out:  # in order: a start may use GPUs a preemption before it freed
             if isinstance(a, Start):
@@ -330,8 +345,8 @@ class _Pass:
                 if v.placement is not None:
                     sim.give(v.placement)
         for k, (end, _, v) in enumerate(self.running_ends()):
-            if k >= 64:
-                break
+            if k >= 32:
+                break  # bounds the work; past the 32 next ends the estimate is "long" anyway
             if v.placement is None or v.id in self.preempted:
                 continue
             sim.give(v.placement)
