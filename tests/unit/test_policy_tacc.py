@@ -273,3 +273,21 @@ def test_explain_reasons_resources_and_quota():
     assert ex[1].reason == "Resources" and ex[1].estimated_start is not None and ex[1].estimated_start >= 10.0
     assert ex[2].reason == "Quota" and ex[2].estimated_start is None
     assert ex[3].reason == "Quota" and "cap" in ex[3].detail
+
+
+def test_fresh_view_objects_each_pass_give_the_same_decisions():
+    # a service builds new TaskView objects every pass; the simulator reuses them: same decisions
+    import copy
+
+    ns = nodes(2, 8, free={"n0": (0, 1, 2), "n1": ()})
+    run = {10: task(10, 5, start=0.0, placement=held("n0", [3, 4, 5, 6, 7])),
+           11: task(11, 8, start=0.0, placement=held("n1", list(range(8))))}
+    waiting = {i: task(i, 1 + i % 3) for i in range(1, 8)}
+    same, fresh = Tacc(), Tacc()
+    for now in (10.0, 20.0, 30.0):
+        a = same.schedule(View(now, waiting, run, ns))
+        b = fresh.schedule(View(now, {k: copy.copy(v) for k, v in waiting.items()},
+                                {k: copy.copy(v) for k, v in run.items()}, ns))
+        assert [(type(x).__name__, getattr(x, "task_id", None)) for x in a] == \
+            [(type(x).__name__, getattr(x, "task_id", None)) for x in b]
+        assert starts(b)  # there is something to start in every pass (nothing is applied here)

@@ -28,7 +28,10 @@ Invariants: waiting tasks are held in one sorted list per (group, user) whose
 order does not depend on fair share (a shift moves a whole list), so a
 fair-share update costs no re-sort; a list is rebuilt only when the duration
 model changes. Entries hold the exact ``TaskView`` they were made from; stale
-ones (the task left, or came back with new service) are skipped and dropped.
+ones (the task left, or came back with new service) are skipped and dropped. A
+caller may pass the same ``TaskView`` objects pass after pass (the simulator) or
+fresh ones (a service): a fresh view equal in every ranked field keeps its entry
+(``ranked`` then yields the first view seen: the same values).
 """
 
 from __future__ import annotations
@@ -120,7 +123,7 @@ class Queue:
 
     def _rebuild(self, waiting: Mapping[int, TaskView]) -> None:
         """Re-sort the known tasks still waiting (new ones are inserted by ``_sync``)."""
-        old = [t for tid, t in self.known.items() if waiting.get(tid) is t]
+        old = [t for tid, t in self.known.items() if tid in waiting]
         self.lists.clear()
         self.known.clear()
         self.entries = 0
@@ -139,22 +142,24 @@ class Queue:
         if len(known) != len(waiting) or known.keys() != waiting.keys():
             for tid in known.keys() - waiting.keys():
                 del known[tid]
-        for tid in waiting.keys() - known.keys():
-            self._insert(waiting[tid])
+        for tid, t in waiting.items():  # a caller may build fresh views each pass: compare values then
+            seen = known.get(tid)
+            if seen is not t and (seen is None or _moved(seen, t)):
+                self._insert(t)
         now = view.now
         heap = self.starve_heap
         while heap and heap[0][0] <= now:
             _, tid, t = heapq.heappop(heap)
-            if waiting.get(tid) is t:
+            if known.get(tid) is t:
                 self.seq += 1
                 bisect.insort(self.starving, (t.submit, tid, self.seq, t))
         if self.entries > 2 * len(waiting) + 100:
             for k, lst in list(self.lists.items()):
-                lst[:] = [e for e in lst if waiting.get(e[1]) is e[3]]
+                lst[:] = [e for e in lst if known.get(e[1]) is e[3]]
                 if not lst:
                     del self.lists[k]
             self.entries = sum(len(v) for v in self.lists.values())
-            self.starving = [e for e in self.starving if waiting.get(e[1]) is e[3]]
+            self.starving = [e for e in self.starving if known.get(e[1]) is e[3]]
 
     def next_starvation(self) -> float | None:
         return self.starve_heap[0][0] if self.starve_heap else None
@@ -196,24 +201,32 @@ class Queue:
 
     def ranked(self, view: View) -> Iterator[tuple[Rank, TaskView]]:
         """Every waiting task, best first, with its rank."""
-        waiting = view.waiting
+        known = self.known
         first: set[int] = set()
         for submit, tid, _, t in self.starving:
-            if waiting.get(tid) is t:
+            if known.get(tid) is t:
                 first.add(tid)
                 yield (0, QOS_RANK.get(t.qos, 1), 0, submit, tid), t
-        gens = [self._walk(lst, self.shift.get(k, 0), waiting, first) for k, lst in self.lists.items() if lst]
+        gens = [self._walk(lst, self.shift.get(k, 0), known, first) for k, lst in self.lists.items() if lst]
         if len(gens) == 1:
             yield from gens[0]
         else:
             yield from heapq.merge(*gens)  # ranks are unique (they end with the id): views are never compared
 
     @staticmethod
-    def _walk(lst: list[tuple[Any, int, int, TaskView]], shift: int, waiting: Mapping[int, TaskView],
+    def _walk(lst: list[tuple[Any, int, int, TaskView]], shift: int, known: Mapping[int, TaskView],
               skip: set[int]) -> Iterator[tuple[Rank, TaskView]]:
         for key, tid, _, t in lst:
-            if waiting.get(tid) is t and tid not in skip:
+            if known.get(tid) is t and tid not in skip:
                 yield (1, key[0], key[2] + shift, key[3], tid), t
+
+
+def _moved(a: TaskView, b: TaskView) -> bool:
+    """Whether two views of one waiting task differ in anything its rank or placement depends on."""
+    return (a.submit, a.done, a.attained, a.qos, a.priority, a.time_limit, a.group, a.owner, a.nodes,
+            a.gpus_per_node, a.flexible, a.spread_ok, a.preemptible, a.predicted) != (
+        b.submit, b.done, b.attained, b.qos, b.priority, b.time_limit, b.group, b.owner, b.nodes,
+        b.gpus_per_node, b.flexible, b.spread_ok, b.preemptible, b.predicted)
 
 
 def _shift(weight: float, r: float) -> int:

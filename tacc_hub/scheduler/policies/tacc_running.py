@@ -30,7 +30,7 @@ class Running:
         self.rank: dict[int, tuple[TaskView, Rank]] = {}
         self.end: dict[int, float] = {}  # expected end, as estimated when its rank was last computed
         self.levels: dict[Level, int] = {}  # preemptible running tasks per level
-        self.changes: list[tuple[float, int, TaskView]] = []  # (when its rank may change, id, view)
+        self.changes: list[tuple[float, int, float]] = []  # (when its rank may change, id, start of that run)
         self.epoch = -1
 
     def _add(self, t: TaskView, queue: Queue, now: float) -> None:
@@ -44,7 +44,7 @@ class Running:
             nxt = queue.model.of(t.group).next_level[age_bucket(t.done_at(now))]
             at = t.start + (lower(nxt) - t.done) / t.rate if nxt < BUCKETS else math.inf
             if at < math.inf:
-                heapq.heappush(self.changes, (max(at, now + 1.0), t.id, t))  # no float-edge spin
+                heapq.heappush(self.changes, (max(at, now + 1.0), t.id, t.start))  # no float-edge spin
 
     def _drop(self, tid: int) -> None:
         t, r = self.rank.pop(tid)
@@ -72,17 +72,23 @@ class Running:
         if len(rank) != len(running) or rank.keys() != running.keys():
             for tid in rank.keys() - running.keys():
                 self._drop(tid)
-            for tid in running.keys() - rank.keys():
-                self._add(running[tid], queue, now)
+        for tid, t in running.items():  # new tasks, and runs that changed (a caller may build fresh views)
+            cur = rank.get(tid)
+            if cur is None:
+                self._add(t, queue, now)
+            elif cur[0] is not t and (cur[0].start, cur[0].done, cur[0].rate) != (t.start, t.done, t.rate):
+                self._drop(tid)
+                self._add(t, queue, now)
         heap = self.changes
         while heap and heap[0][0] <= now:
-            _, tid, t = heapq.heappop(heap)
+            _, tid, start = heapq.heappop(heap)
             cur = rank.get(tid)
-            if cur is not None and cur[0] is t and running.get(tid) is t:
+            if cur is not None and cur[0].start == start:
+                t = cur[0]
                 self._drop(tid)
                 self._add(t, queue, now)
         if len(heap) > 4 * len(running) + 100:
-            self.changes = [e for e in heap if running.get(e[1]) is e[2]]
+            self.changes = [e for e in heap if e[1] in rank and rank[e[1]][0].start == e[2]]
             heapq.heapify(self.changes)
 
     def worst_level(self) -> Level | None:
