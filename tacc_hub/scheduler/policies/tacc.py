@@ -23,7 +23,9 @@ A pass walks the waiting tasks in that order:
   make it fit, never one in its first ``min_run`` seconds of a run (unless the
   preemptor is starving: starving tasks are never preempted); a group
   below its ``guaranteed_gpus`` may also preempt preemptible tasks of groups
-  holding more than their own guarantee. A
+  holding more than their own guarantee, as long as they stay at or above it
+  (and, with guarantees configured, no other group's rank takes a task that
+  holds its group within its guarantee: no reclaim ping-pong). A
   preempted task goes back to the queue keeping its submit time (its place by age).
 - Backfill: the first task that cannot start (the head) holds a reservation at
   the time enough GPUs should be free (expected ends); a later task starts only
@@ -162,8 +164,12 @@ class _Pass:
         return self.reclaim and self.q is not None and \
             self.held_g.get(t.group, 0) + t.gpus <= self.q.group(t.group).guaranteed_gpus
 
-    def over_guarantee(self, v: TaskView) -> bool:
-        return self.q is not None and self.held_g.get(v.group, 0) > self.q.group(v.group).guaranteed_gpus
+    def spare(self, v: TaskView, lost: dict[str, int]) -> int:
+        """GPUs ``v``'s group would hold above its guarantee once ``v`` is preempted too (< 0: below it)."""
+        if self.q is None:
+            return 0
+        held = self.held_g.get(v.group, 0) - lost.get(v.group, 0) - v.gpus
+        return held - self.q.group(v.group).guaranteed_gpus
 
     # -- the walk --------------------------------------------------------------------------------
 
@@ -270,19 +276,24 @@ class _Pass:
         free = self.free
         taken: list[TaskView] = []
         fit: Fit | None = None
+        lost: dict[str, int] = {}  # GPUs taken from each group in this search
         for r, v in self.victims:
             if v.id in self.preempted or v.placement is None:
                 continue
-            if not (r[:3] > lv or (reclaim and v.group != t.group and self.over_guarantee(v))):
+            spare = self.spare(v, lost)
+            if not (r[:3] > lv or (reclaim and v.group != t.group and spare >= 0)):
                 if not reclaim:
                     break  # worst first: nobody further down can be preempted by rank either
                 continue
+            if self.reclaim and v.group != t.group and spare < 0:
+                continue  # within its group's guarantee: not taken by another group (no reclaim ping-pong)
             if v.start is not None and self.now - v.start < self.p.min_run and lv[0] != 0:
                 continue  # a fresh run is not cut short (no ping-pong paying restarts), except for a starving task
             if len(taken) >= 64:
                 break  # bounds a pass: victims come worst first, scattered; 64 is plenty for one task
             free.give(v.placement)
             taken.append(v)
+            lost[v.group] = lost.get(v.group, 0) + v.gpus
             if t.gpus <= free.total:
                 fit = self.fit(t)
                 if fit is not None and not fit.spread:
