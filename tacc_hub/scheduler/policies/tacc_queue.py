@@ -105,9 +105,9 @@ class Queue:
                 h.version == 0 or hist.version >= h.version * (1.0 + rebuild_growth) + 8):
             self.model = Model.build(hist, self.ratio)
             self._rebuild(view.waiting)
+        self._sync(view)
         if self.last_calc is None or view.now - self.last_calc >= self.calc_period:
             self._fair_share(view)
-        self._sync(view)
 
     def _key(self, t: TaskView) -> tuple[int, int, int, float, int]:
         return (QOS_RANK.get(t.qos, 1), -t.priority, self.base_level(t, t.done), t.submit, t.id)
@@ -178,9 +178,9 @@ class Queue:
             used = t.gpus * (now - since)
             ug[t.group] = ug.get(t.group, 0.0) + used
             uu[(t.group, t.owner)] = uu.get((t.group, t.owner), 0.0) + used
-        for t in view.waiting.values():
-            ug.setdefault(t.group, 0.0)
-            uu.setdefault((t.group, t.owner), 0.0)
+        for g, u in self.lists:  # every (group, user) with waiting tasks, without walking the queue
+            ug.setdefault(g, 0.0)
+            uu.setdefault((g, u), 0.0)
         self.last_calc = now
         total = sum(ug.values())
         users_of: dict[str, int] = {}
