@@ -40,6 +40,8 @@ import bisect
 import heapq
 import math
 from collections.abc import Iterator, Mapping
+from itertools import compress
+from operator import is_not
 from typing import Any
 
 from ..policy import TaskView, View
@@ -142,9 +144,11 @@ class Queue:
         if len(known) != len(waiting) or known.keys() != waiting.keys():
             for tid in known.keys() - waiting.keys():
                 del known[tid]
-        for tid, t in waiting.items():  # a caller may build fresh views each pass: compare values then
+        # new or changed views (a caller may build fresh views each pass: then compare values), found in C
+        for tid in compress(waiting.keys(), map(is_not, map(known.get, waiting.keys()), waiting.values())):
+            t = waiting[tid]
             seen = known.get(tid)
-            if seen is not t and (seen is None or _moved(seen, t)):
+            if seen is None or _moved(seen, t):
                 self._insert(t)
         now = view.now
         heap = self.starve_heap
