@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import heapq
 import math
+from itertools import compress
+from operator import is_not
 
 from ..history import BUCKETS, lower
 from ..policy import TaskView, View
@@ -29,6 +31,7 @@ class Running:
     def __init__(self) -> None:
         self.rank: dict[int, tuple[TaskView, Rank]] = {}
         self.end: dict[int, float] = {}  # expected end, as estimated when its rank was last computed
+        self.views: dict[int, TaskView] = {}  # the last view object seen per running task
         self.levels: dict[Level, int] = {}  # preemptible running tasks per level
         self.changes: list[tuple[float, int, float]] = []  # (when its rank may change, id, start of that run)
         self.epoch = -1
@@ -36,6 +39,7 @@ class Running:
     def _add(self, t: TaskView, queue: Queue, now: float) -> None:
         r = queue.rank(t, now)
         self.rank[t.id] = (t, r)
+        self.views[t.id] = t
         self.end[t.id] = expected_end(t, queue, now)
         if t.preemptible:
             lv = r[:3]
@@ -49,6 +53,7 @@ class Running:
     def _drop(self, tid: int) -> None:
         t, r = self.rank.pop(tid)
         self.end.pop(tid, None)
+        self.views.pop(tid, None)
         if t.preemptible:
             lv = r[:3]
             n = self.levels[lv] - 1
@@ -63,6 +68,7 @@ class Running:
             self.epoch = queue.epoch
             self.rank.clear()
             self.end.clear()
+            self.views.clear()
             self.levels.clear()
             self.changes.clear()
             for t in running.values():
@@ -72,13 +78,18 @@ class Running:
         if len(rank) != len(running) or rank.keys() != running.keys():
             for tid in rank.keys() - running.keys():
                 self._drop(tid)
-        for tid, t in running.items():  # new tasks, and runs that changed (a caller may build fresh views)
+        views = self.views
+        # new tasks, and runs that changed (a caller may build fresh views each pass), found in C
+        for tid in compress(running.keys(), map(is_not, map(views.get, running.keys()), running.values())):
+            t = running[tid]
             cur = rank.get(tid)
             if cur is None:
                 self._add(t, queue, now)
-            elif cur[0] is not t and (cur[0].start, cur[0].done, cur[0].rate) != (t.start, t.done, t.rate):
+            elif (cur[0].start, cur[0].done, cur[0].rate) != (t.start, t.done, t.rate):
                 self._drop(tid)
                 self._add(t, queue, now)
+            else:
+                views[tid] = t  # the same run, a fresh object: remember it, so the next pass skips it
         heap = self.changes
         while heap and heap[0][0] <= now:
             _, tid, start = heapq.heappop(heap)
