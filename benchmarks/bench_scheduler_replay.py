@@ -2,10 +2,12 @@
 and (b) virtual cluster 6214e9 alone on 6 nodes x 8 GPUs.
 
 Prints a policy x metric table per replay (JCT, queueing delay, makespan, utilization,
-per-tenant median slowdown, preemptions, spread starts, replay speed) and the ratios of the
-best non-oracle policy (by average JCT) to slurm, tiresias and the oracle. Target: replay
-speed >= 5,000 jobs/s (the 82k-job trace in under 20 s); a policy that misses it is named,
-with its speed. Every replay is whole (nothing is cut); replays run in parallel, one per core
+per-tenant median slowdown, preemptions, spread starts, replay speed), the ratios of the
+best non-oracle policy (by average JCT) to slurm, tiresias and the oracle, and our policy
+``tacc``'s targets with PASS/MISS: average JCT <= 0.5x slurm's and <= 0.85x tiresias's, p99
+JCT no worse than tiresias's, average JCT <= 1.5x the oracle's, no tenant's median slowdown
+worse than under fifo, replay speed >= 5,000 jobs/s (the 82k-job trace in under 20 s).
+Every replay is whole (nothing is cut); replays run in parallel, one per core
 (``--workers``), so the total is about the slowest policies' sum divided by the cores.
 
 Usage: python benchmarks/bench_scheduler_replay.py [--policies fifo,slurm,...] [--workers N]
@@ -45,6 +47,37 @@ def ratios(results):
     print(f"best non-oracle policy by average JCT: {best.policy}" + ("; " + "; ".join(parts) if parts else ""))
 
 
+def targets(results):
+    """tacc's targets against the baselines of the same replay, PASS/MISS each."""
+    by = {r.policy: r for r in results}
+    t = by.get("tacc")
+    if t is None:
+        return
+    m = t.metrics
+
+    def line(ok, what):
+        print(f"  {'PASS' if ok else 'MISS'}  {what}")
+
+    print("tacc targets:")
+    if "slurm" in by:
+        x = m.avg_jct / by["slurm"].metrics.avg_jct
+        line(x <= 0.5, f"avg JCT <= 0.5x slurm: x{x:.2f}")
+    if "tiresias" in by:
+        x = m.avg_jct / by["tiresias"].metrics.avg_jct
+        line(x <= 0.85, f"avg JCT <= 0.85x tiresias: x{x:.2f}")
+        x = m.p99_jct / by["tiresias"].metrics.p99_jct
+        line(x <= 1.0, f"p99 JCT <= tiresias: x{x:.2f}")
+    if "srpt-oracle" in by:
+        x = m.avg_jct / by["srpt-oracle"].metrics.avg_jct
+        line(x <= 1.5, f"avg JCT <= 1.5x srpt-oracle: x{x:.2f}")
+    if "fifo" in by:
+        fifo = by["fifo"].metrics.tenant_slowdown
+        worse = {k: (v, fifo[k]) for k, v in m.tenant_slowdown.items() if k in fifo and v > fifo[k]}
+        line(not worse, "no tenant's median slowdown worse than under fifo"
+             + (": " + ", ".join(f"{k} {a:.2f} > {b:.2f}" for k, (a, b) in worse.items()) if worse else ""))
+    line(t.jobs_per_s >= TARGET_JOBS_PER_S, f"replay speed >= {TARGET_JOBS_PER_S:,.0f} jobs/s: {t.jobs_per_s:,.0f}")
+
+
 def _run(args):
     title, cluster, name, trace_path, tenant, slowdown = args
     jobs = load_philly(trace_path, tenant=tenant).jobs
@@ -62,6 +95,7 @@ def report(title, cluster, n_jobs, results):
         print(f"  {r.policy}: replayed {len(r.records):,} jobs in {r.wall_s:.1f} s = {r.jobs_per_s:,.0f} jobs/s "
               f"({speed}: >= {TARGET_JOBS_PER_S:,.0f}); {r.calls:,} policy calls")
     ratios(results)
+    targets(results)
 
 
 def main():

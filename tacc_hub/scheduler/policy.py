@@ -26,7 +26,8 @@ Invariants (the caller checks them and refuses a list of actions that breaks one
   decayed fair-share usage) learned only from the views it was given.
 - Durations are predictions (``TaskView.predicted``). The truth
   (``TaskView.duration``) is None for every policy except one whose ``oracle``
-  flag is set (a reference, not a competitor).
+  flag is set (a reference, not a competitor). ``View.history`` (optional)
+  holds the run times of tasks that have already *ended*, never of a live one.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 from .cluster import Placement
+from .history import DurationHistory
 from .topology import NodeView
 
 
@@ -121,6 +123,7 @@ class View:
     running: Mapping[int, TaskView]
     nodes: Sequence[NodeView]
     quotas: Quotas | None = None  # None: no quotas (a quota-unaware policy may be given only None)
+    history: DurationHistory | None = None  # run times of ended tasks (read-only for policies); None: unknown
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +164,7 @@ class Policy(Protocol):
     name: ClassVar[str]
     preemptive: ClassVar[bool]  # may return Preempt: then it is called even when no GPU is free
     oracle: ClassVar[bool]  # sees true durations
+    # quota_aware (optional ClassVar, default False): honours View.quotas; only such a policy may be given quotas
 
     def schedule(self, view: View) -> list[Action]: ...
 

@@ -11,6 +11,7 @@ from ..policy import Policy
 from .fifo import FifoGang
 from .oracle import SrptOracle
 from .slurm import SlurmMultifactor
+from .tacc import Tacc
 from .tiresias import Tiresias
 
 POLICIES: dict[str, type[Policy]] = {
@@ -18,6 +19,7 @@ POLICIES: dict[str, type[Policy]] = {
     "slurm": SlurmMultifactor,
     "tiresias": Tiresias,
     "srpt-oracle": SrptOracle,
+    "tacc": Tacc,
 }
 
 
@@ -28,4 +30,4 @@ def make(name: str) -> Policy:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}") from None
 
 
-__all__ = ["POLICIES", "FifoGang", "SlurmMultifactor", "SrptOracle", "Tiresias", "make"]
+__all__ = ["POLICIES", "FifoGang", "SlurmMultifactor", "SrptOracle", "Tacc", "Tiresias", "make"]

@@ -7,12 +7,16 @@ jobs, so a new group starts at the default and its own history takes over.
 
 Invariants: a prediction uses only durations passed to ``observe`` (the
 simulator passes a job's duration when it completes, never before); it is
->= ``floor`` seconds. Running medians: two heaps per group, O(log n) per update.
+>= ``floor`` seconds. ``history`` keeps the same observations as histograms
+(``scheduler.history``), which the simulator hands to policies in
+``View.history``. Running medians: two heaps per group, O(log n) per update.
 """
 
 from __future__ import annotations
 
 import heapq
+
+from ..history import DurationHistory
 
 
 class _RunningMedian:
@@ -45,9 +49,11 @@ class Predictor:
     def __init__(self, default: float = 3600.0, weight: float = 5.0, floor: float = 1.0) -> None:
         self.default, self.weight, self.floor = default, weight, floor
         self._medians: dict[str, _RunningMedian] = {}
+        self.history = DurationHistory()
 
     def observe(self, group: str, duration: float) -> None:
         self._medians.setdefault(group, _RunningMedian()).add(duration)
+        self.history.observe(group, duration)
 
     def predict(self, group: str) -> float:
         m = self._medians.get(group)

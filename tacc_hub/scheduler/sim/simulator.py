@@ -8,10 +8,15 @@ could not act) and applies the actions in order.
 
 Invariants (a policy that breaks one stops the replay with ``PolicyError``):
 no GPU allocated twice; a start places the whole task (gang) on the task's
-shape; only waiting tasks start, only running preemptible ones are preempted.
+shape; only waiting tasks start, only running preemptible ones are preempted;
+with ``quotas``, no start takes a user or group above its ``max_gpus`` (GPUs
+held, counted as actions apply in order) and no task of an ``exhausted`` user or
+group starts. Quotas may be given only to a policy whose ``quota_aware`` flag
+is set (``ValueError`` otherwise): a quota-unaware policy could not keep them.
 Other guarantees:
 - Policies see predictions (``Predictor``: the group's median of completed
-  durations, blended with a default); the true duration only if ``oracle``.
+  durations, blended with a default) and ``View.history`` (histograms of the
+  durations of completed jobs); the true duration only if ``oracle``.
 - A preempted job keeps its submit time and its progress (checkpointed), goes
   back to the queue, and pays ``restart_overhead`` seconds when it starts again.
 - A placement over more nodes than the job's minimum (or over several
@@ -31,7 +36,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from ..cluster import Placement
-from ..policy import Policy, Preempt, Start, TaskView, View, Wake
+from ..policy import Policy, Preempt, Quotas, Start, TaskView, View, Wake
 from ..topology import NodeView, min_nodes
 from .metrics import JobRecord, Metrics, summarize
 from .predict import Predictor
@@ -103,7 +108,12 @@ class Result:
 class Simulator:
     def __init__(self, jobs: Sequence[Job], cluster: ClusterSpec, policy: Policy,
                  slowdown: SlowdownTable | None = None, predictor: Predictor | None = None,
-                 restart_overhead: float = 30.0) -> None:
+                 restart_overhead: float = 30.0, quotas: Quotas | None = None) -> None:
+        if quotas is not None and not getattr(policy, "quota_aware", False):
+            raise ValueError(f"policy {policy.name!r} does not honour quotas; give it none")
+        self.quotas = quotas
+        self.held_user: dict[str, int] = {}
+        self.held_group: dict[str, int] = {}
         self.cluster = cluster
         self.policy = policy
         self.slowdown = slowdown or SlowdownTable.unit()
@@ -153,7 +163,8 @@ class Simulator:
                 i += 1
             if self.waiting and (self.free_total > 0 or self.policy.preemptive):
                 self.calls += 1
-                actions = self.policy.schedule(View(now, self.waiting, self.running, self.nodes))
+                view = View(now, self.waiting, self.running, self.nodes, self.quotas, self.predictor.history)
+                actions = self.policy.schedule(view)
                 self._apply(actions, now)
         wall = time.perf_counter() - t0
         metrics = summarize(self.records, self.cluster.gpus, self.busy)
@@ -179,7 +190,7 @@ class Simulator:
         assert view.start is not None and view.placement is not None
         held = now - view.start
         self.busy += view.gpus * held
-        self._release(view.placement)
+        self._unhold(view)
         self.predictor.observe(st.job.tenant, st.job.duration)
         self.records.append(JobRecord(
             st.job.id, st.job.tenant, st.job.gpus, st.job.submit, st.job.duration, st.first_start, now,
@@ -222,6 +233,8 @@ class Simulator:
                 raise PolicyError(f"task {jid}: unknown node {s.node!r}")
             if len(set(s.gpus)) != len(s.gpus) or not set(s.gpus) <= self.free[k]:
                 raise PolicyError(f"task {jid}: GPU(s) {s.gpus} on {s.node} are not free")
+        if self.quotas is not None:
+            self._check_quota(view)
         switches = set()
         for s in nodes:
             k = self.index[s.node]
@@ -229,6 +242,8 @@ class Simulator:
             self._refresh(k)
             switches.add(self.nodes[k].switch)
         self.free_total -= view.gpus
+        self.held_user[view.owner] = self.held_user.get(view.owner, 0) + view.gpus
+        self.held_group[view.group] = self.held_group.get(view.group, 0) + view.gpus
         least = min_nodes(view.gpus, self.cluster.gpus_per_node)
         factor = self.slowdown.factor(view.gpus, len(nodes), least, len(switches))
         if len(nodes) > least or len(switches) > 1:
@@ -242,6 +257,18 @@ class Simulator:
         self.running[jid] = running
         remaining = max(0.0, st.job.duration - view.done)
         heapq.heappush(self.done_heap, (now + st.overhead + remaining * factor, jid, st.epoch))
+
+    def _check_quota(self, view: TaskView) -> None:
+        q = self.quotas
+        assert q is not None
+        if f"user:{view.owner}" in q.exhausted or f"group:{view.group}" in q.exhausted:
+            raise PolicyError(f"task {view.id}: its user or group has no GPU-hours left")
+        cap = q.user(view.owner).max_gpus
+        if cap is not None and self.held_user.get(view.owner, 0) + view.gpus > cap:
+            raise PolicyError(f"task {view.id}: user {view.owner} would hold more than {cap} GPUs")
+        cap = q.group(view.group).max_gpus
+        if cap is not None and self.held_group.get(view.group, 0) + view.gpus > cap:
+            raise PolicyError(f"task {view.id}: group {view.group} would hold more than {cap} GPUs")
 
     def _preempt(self, jid: int, now: float) -> None:
         view = self.running.get(jid)
@@ -257,14 +284,20 @@ class Simulator:
         st.preemptions += 1
         st.epoch += 1
         progress = max(0.0, held - st.overhead) * view.rate
-        self._release(view.placement)
+        self._unhold(view)
         del self.running[jid]
         self.waiting[jid] = replace(
             view, start=None, placement=None, rate=1.0, queued=now,
             done=min(st.job.duration, view.done + progress), attained=view.attained + view.gpus * held,
         )
 
-    def _release(self, placement: Placement) -> None:
+    def _unhold(self, view: TaskView) -> None:
+        self.held_user[view.owner] -= view.gpus
+        self.held_group[view.group] -= view.gpus
+        self._free(view.placement)
+
+    def _free(self, placement: Placement | None) -> None:
+        assert placement is not None
         for s in placement.nodes:
             k = self.index[s.node]
             self.free[k].update(s.gpus)
@@ -277,6 +310,7 @@ class Simulator:
 
 
 def simulate(jobs: Sequence[Job], cluster: ClusterSpec, policy: Policy, slowdown: SlowdownTable | None = None,
-             predictor: Predictor | None = None, restart_overhead: float = 30.0) -> Result:
+             predictor: Predictor | None = None, restart_overhead: float = 30.0,
+             quotas: Quotas | None = None) -> Result:
     """Replay ``jobs`` on ``cluster`` under ``policy`` (see the module docstring)."""
-    return Simulator(jobs, cluster, policy, slowdown, predictor, restart_overhead).run()
+    return Simulator(jobs, cluster, policy, slowdown, predictor, restart_overhead, quotas).run()

@@ -1,0 +1,418 @@
+"""``tacc``: our policy. Fair, QoS-aware, Gittins-ordered, preemptive, topology-aware, quota-keeping.
+
+Order (``tacc_queue``): starving tasks first (waited longer than ``starve_after``,
+oldest first), then QoS class, then the Gittins index of the task's attained
+service under the duration distribution learned from completed tasks
+(``tacc_model``: shortest-expected-first that stays robust when predictions are
+wrong, because a task that outlives its expectation is demoted), scaled by
+decayed fair share of its group and user; ties by submit time.
+
+A pass walks the waiting tasks in that order:
+
+- Quotas (``View.quotas``): a task of an ``exhausted`` user or group does not
+  start; nor one that would take its user or group above ``max_gpus``.
+- Placement (``FreeMap``): one node, else one switch, else spread. A task with
+  ``spread_ok`` False never spans switches. When only a spread placement is
+  free, the task first tries to get a packed one by preempting lower-ranked
+  tasks; else it spreads now if the expected wait for a packed placement
+  (running tasks ending at their expected times) costs more than the expected
+  slowdown (``slowdown(gpus, nodes, min_nodes, switches)`` x its expected run
+  time), and waits otherwise. Every start says why in ``Start.note``.
+- Preemption: a task that does not fit may preempt preemptible running tasks of
+  a strictly worse ``(starving, qos, level)``, the worst first, only as many as
+  make it fit, never one in its first ``min_run`` seconds of a run (unless the
+  preemptor is starving: starving tasks are never preempted); a group
+  below its ``guaranteed_gpus`` may also preempt preemptible tasks of groups
+  holding more than their own guarantee, as long as they stay at or above it
+  (and, with guarantees configured, no other group's rank takes a task that
+  holds its group within its guarantee: no reclaim ping-pong). A
+  preempted task goes back to the queue keeping its submit time (its place by age).
+- Backfill: the first task that cannot start (the head) holds a reservation at
+  the time enough GPUs should be free (expected ends); a later task starts only
+  if it should end by then, or fits in the GPUs the head leaves spare, or is
+  preemptible and ranked strictly below the head (the head can take its GPUs
+  back). At most ``max_backfill_test`` tasks are tried after the head (Slurm's
+  ``bf_max_job_test``), which bounds a pass.
+
+Invariants: the contract's (``policy``): no GPU twice (one ``FreeMap``), gang,
+only preemptible victims, quotas kept as actions apply in order, ``spread_ok``
+kept, pure (state: the queue, fair-share usage and the model, all learned from
+views). ``explain`` (``tacc_explain``) gives every waiting task a reason,
+position and estimate consistent with this order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import ClassVar
+
+from ..policy import Action, Explanation, Preempt, Quotas, Start, TaskView, View, Wake
+from ..topology import Fit, FreeMap, min_nodes, switches_of
+from .tacc_queue import Queue, Rank
+from .tacc_running import Running, expected_run
+
+Slowdown = Callable[[int, int, int, int], float]  # (gpus, nodes, min nodes, switches) -> run-time factor >= 1
+
+
+def default_slowdown(gpus: int, nodes: int, least: int, switches: int) -> float:
+    """A spread placement's slowdown when nothing measured is given.
+
+    From the measured placements (``../shared/traces/placements``): spanning one
+    more node than needed costs 1.3x-2.4x (median about 1.7x); more nodes cost a
+    little more. Crossing switches (TCP instead of one switch's fabric) is
+    charged 1.25x more per extra switch (no measurement: a conservative guess).
+    """
+    f = 1.0 if nodes <= least else 1.7 + 0.1 * (nodes - least - 1)
+    return f * (1.25 ** max(0, switches - 1))
+
+
+class Tacc:
+    name: ClassVar[str] = "tacc"
+    preemptive: ClassVar[bool] = True
+    oracle: ClassVar[bool] = False
+    quota_aware: ClassVar[bool] = True
+
+    def __init__(self, slowdown: Slowdown | None = None, half_life: float = 7 * 86400.0,
+                 calc_period: float = 300.0, fair_weight: float = 1.0, starve_after: float = 7 * 86400.0,
+                 level_ratio: float = 8.0, size_exponent: float = 1.0, rebuild_growth: float = 0.05,
+                 max_backfill_test: int = 256, min_run: float = 120.0) -> None:
+        """Defaults and why (the tuned ones measured on the first 10,000 jobs of VC 6214e9, 6 x 8 GPUs):
+
+        ``half_life`` 7 days and ``calc_period`` 5 minutes: Slurm's defaults for fair share.
+        ``fair_weight`` 1: a group at twice its equal share sinks one level, at
+        four times two (a shift, not an override: a short task of a busy group
+        still passes a long one of an idle group).
+        ``starve_after`` 7 days of waiting (tuned): a guard, not a policy. At 12 h
+        the guard itself fills the cluster with non-preemptible old long tasks (avg
+        JCT 58 h on the subset), at 3 days 16.7 h, at 7 days 10.5 h.
+        ``level_ratio`` 8 (tuned; 2: 18.4 h, 4: 10.5 h, 8: 9.6 h): preemption needs
+        an 8x better index, so near-equal tasks stay FIFO (fewer restarts).
+        ``size_exponent`` 1 (tuned; 0: 23.9 h, 1: 16.7 h at 3 days' aging): the
+        index is per GPU, as Tiresias's 2D attained service: a task on 8 GPUs
+        must be 8x as likely to end soon to pass a 1-GPU task.
+        ``rebuild_growth`` 5%: the model is rebuilt when history grew that much
+        (about 200 rebuilds over the 82k-job trace).
+        ``min_run`` 120 s: a task is not preempted in its first 2 minutes of a run
+        (4x the simulator's 30 s restart cost): without it two tasks can preempt
+        each other forever, each restart losing its progress.
+        ``max_backfill_test`` 256: tasks tried after the head (Slurm's bf_max_job_test).
+        ``slowdown``: the spread-placement estimator (``default_slowdown``).
+        """
+        self.slowdown = slowdown or default_slowdown
+        self.rebuild_growth = rebuild_growth
+        self.max_backfill_test = max_backfill_test
+        self.min_run = min_run
+        self.queue = Queue(half_life, calc_period, fair_weight, starve_after, level_ratio, size_exponent)
+        self.running = Running()
+
+    # -- one pass --------------------------------------------------------------------------------
+
+    def _prepare(self, view: View) -> None:
+        self.queue.refresh(view, self.rebuild_growth)
+        self.running.sync(view, self.queue)
+
+    def schedule(self, view: View) -> list[Action]:
+        if not view.waiting:
+            return []
+        self._prepare(view)
+        return _Pass(self, view).run()
+
+    def explain(self, view: View) -> dict[int, Explanation]:
+        from .tacc_explain import explain
+
+        self._prepare(view)
+        return explain(self, view)
+
+
+class _Pass:
+    """The state of one ``schedule`` pass (see the module docstring)."""
+
+    def __init__(self, policy: Tacc, view: View) -> None:
+        self.p, self.view, self.now = policy, view, view.now
+        self.q: Quotas | None = view.quotas
+        self.free = FreeMap(view.nodes)
+        self.out: list[Action] = []
+        self.preempted: set[int] = set()
+        self.victims: list[tuple[Rank, TaskView]] | None = None
+        self.held_u: dict[str, int] = {}
+        self.held_g: dict[str, int] = {}
+        if self.q is not None:
+            for t in view.running.values():
+                self.held_u[t.owner] = self.held_u.get(t.owner, 0) + t.gpus
+                self.held_g[t.group] = self.held_g.get(t.group, 0) + t.gpus
+        self.reclaim = self.q is not None and any(lim.guaranteed_gpus > 0 for lim in (
+            *self.q.groups.values(), self.q.default_group))
+        self.ends: list[tuple[float, int, TaskView]] | None = None
+        self.waits: dict[tuple[int, int, bool, int], float] = {}  # packed_wait per shape and actions so far
+
+    # -- quotas ----------------------------------------------------------------------------------
+
+    def quota_blocks(self, t: TaskView) -> bool:
+        q = self.q
+        if q is None:
+            return False
+        if f"user:{t.owner}" in q.exhausted or f"group:{t.group}" in q.exhausted:
+            return True
+        cap = q.user(t.owner).max_gpus
+        if cap is not None and self.held_u.get(t.owner, 0) + t.gpus > cap:
+            return True
+        cap = q.group(t.group).max_gpus
+        return cap is not None and self.held_g.get(t.group, 0) + t.gpus > cap
+
+    def below_guarantee(self, t: TaskView) -> bool:
+        return self.reclaim and self.q is not None and \
+            self.held_g.get(t.group, 0) + t.gpus <= self.q.group(t.group).guaranteed_gpus
+
+    def spare(self, v: TaskView, lost: dict[str, int]) -> int:
+        """GPUs ``v``'s group would hold above its guarantee once ``v`` is preempted too (< 0: below it)."""
+        if self.q is None:
+            return 0
+        held = self.held_g.get(v.group, 0) - lost.get(v.group, 0) - v.gpus
+        return held - self.q.group(v.group).guaranteed_gpus
+
+    # -- the walk --------------------------------------------------------------------------------
+
+    def run(self) -> list[Action]:
+        p, free, _now = self.p, self.free, self.now
+        worst = p.running.worst_level()
+        head: tuple[Rank, TaskView] | None = None
+        shadow: tuple[float, int] | None = None
+        tested = 0
+        failed: set[tuple[int, int, bool, bool]] = set()
+        pfail = 1 << 30  # the fewest GPUs a flexible task failed to get by preemption in this pass
+        for rank, t in p.queue.ranked(self.view):
+            lv = rank[:3]
+            can_preempt = worst is not None and worst > lv
+            if free.total == 0 and (not can_preempt or pfail <= 1) and not self.reclaim:
+                break  # nothing free, and nobody below can preempt (victims only shrink as the level worsens)
+            if head is not None:
+                tested += 1
+                if tested > p.max_backfill_test:
+                    break
+            if self.quota_blocks(t):
+                continue
+            bf_ok, bf_shadow = True, shadow
+            if head is not None:  # checked before any placement work: most candidates fail it
+                if shadow is None:
+                    shadow = bf_shadow = self.reserve(head[1])
+                bf_ok, bf_shadow = self.backfill_ok(t, lv, head[0][:3], shadow)
+                if not bf_ok and not can_preempt and not self.below_guarantee(t):
+                    continue
+            shape = (t.nodes, t.gpus_per_node, t.flexible, t.spread_ok)
+            fit: Fit | None = None
+            tried = bf_ok and t.gpus <= free.total and shape not in failed
+            if tried:
+                fit = self.fit(t)
+            note = ""
+            taken: list[TaskView] = []
+            if fit is None or fit.spread:
+                try_it = can_preempt or self.below_guarantee(t)
+                if try_it and fit is None and t.flexible and t.gpus >= pfail and not self.reclaim:
+                    try_it = False  # a smaller task of a better level already found no victims
+                packed = self.preempt_for(t, lv, fit is None) if try_it else None
+                if try_it and packed is None and fit is None and t.flexible:
+                    pfail = min(pfail, t.gpus)
+                if packed is not None:
+                    fit, taken = packed
+                    note = f"preempted {len(taken)} lower-ranked task(s)"
+                    if any(not self._outranks(lv, v) for v in taken):
+                        note = f"reclaimed guaranteed GPUs of group {t.group} from {len(taken)} task(s)"
+            if fit is not None and not taken and fit.spread:
+                spread_note = self.spread_or_wait(t, fit)
+                if spread_note is None:
+                    continue  # waits for a packed placement (cheaper than the slowdown)
+                note = spread_note
+            if fit is None:
+                if tried:
+                    failed.add(shape)
+                if head is None:
+                    head = (rank, t)
+                continue
+            if head is not None and not taken:
+                if not bf_ok:
+                    continue
+                shadow = bf_shadow
+                note = note or "backfilled: does not delay the head's reserved start"
+            if taken:
+                pfail = 1 << 30
+            for v in taken:
+                self.out.append(Preempt(v.id))
+                self.preempted.add(v.id)
+                self._hold(v, -1)
+            free.take(fit.placement)
+            self._hold(t, +1)
+            failed.clear()
+            self.out.append(Start(t.id, fit.placement, note or _packed_note(fit)))
+        self._wake(worst)
+        return self.out
+
+    def _outranks(self, lv: tuple[int, int, int], v: TaskView) -> bool:
+        r = self.p.running.rank.get(v.id)
+        return r is not None and r[1][:3] > lv
+
+    def _hold(self, t: TaskView, sign: int) -> None:
+        if self.q is not None:
+            self.held_u[t.owner] = self.held_u.get(t.owner, 0) + sign * t.gpus
+            self.held_g[t.group] = self.held_g.get(t.group, 0) + sign * t.gpus
+
+    def fit(self, t: TaskView, free: FreeMap | None = None) -> Fit | None:
+        free = free or self.free
+        fit = free.fit(t.nodes, t.gpus_per_node, t.flexible)
+        if fit is not None and not t.spread_ok and fit.spread and switches_of(fit.placement, free.switch) > 1:
+            return None
+        return fit
+
+    def preempt_for(self, t: TaskView, lv: tuple[int, int, int],
+                    allow_spread: bool) -> tuple[Fit, list[TaskView]] | None:
+        """Victims (worst first) that make ``t`` fit, packed (or spread if ``allow_spread``); None: nobody is touched.
+
+        Victims are tried worst first until a packed placement appears; those whose
+        GPUs the placement does not use are given back (not preempted).
+        """
+        if self.victims is None:
+            self.victims = self.p.running.victims(self.view, self.preempted)
+        reclaim = self.below_guarantee(t)
+        free = self.free
+        taken: list[TaskView] = []
+        fit: Fit | None = None
+        lost: dict[str, int] = {}  # GPUs taken from each group in this search
+        for r, v in self.victims:
+            if v.id in self.preempted or v.placement is None:
+                continue
+            spare = self.spare(v, lost)
+            if not (r[:3] > lv or (reclaim and v.group != t.group and spare >= 0)):
+                if not reclaim:
+                    break  # worst first: nobody further down can be preempted by rank either
+                continue
+            if self.reclaim and v.group != t.group and spare < 0:
+                continue  # within its group's guarantee: not taken by another group (no reclaim ping-pong)
+            if v.start is not None and self.now - v.start < self.p.min_run and lv[0] != 0:
+                continue  # a fresh run is not cut short (no ping-pong paying restarts), except for a starving task
+            if len(taken) >= 64:
+                break  # bounds a pass: victims come worst first, scattered; 64 is plenty for one task
+            free.give(v.placement)
+            taken.append(v)
+            lost[v.group] = lost.get(v.group, 0) + v.gpus
+            if t.gpus <= free.total:
+                fit = self.fit(t)
+                if fit is not None and not fit.spread:
+                    break
+        if fit is None or not taken or (fit.spread and not allow_spread):
+            for v in taken:
+                if v.placement is not None:
+                    free.take(v.placement)
+            return None
+        used = {(s.node, g) for s in fit.placement.nodes for g in s.gpus}
+        needed = []
+        for v in taken:
+            assert v.placement is not None
+            if any((s.node, g) in used for s in v.placement.nodes for g in s.gpus):
+                needed.append(v)
+            else:
+                free.take(v.placement)  # disjoint from the placement: it keeps running
+        return fit, needed
+
+    # -- spread or wait --------------------------------------------------------------------------
+
+    def running_ends(self) -> list[tuple[float, int, TaskView]]:
+        if self.ends is None:
+            now, end = self.now, self.p.running.end
+            self.ends = sorted((max(now, end.get(t.id, now)), t.id, t) for t in self.view.running.values()
+                               if t.id not in self.preempted)
+        return self.ends
+
+    def spread_or_wait(self, t: TaskView, fit: Fit) -> str | None:
+        """The note of a spread start, or None when waiting for a packed placement is cheaper."""
+        nodes = len(fit.placement.nodes)
+        least = min_nodes(t.gpus, self.free.node_size)
+        sw = switches_of(fit.placement, self.free.switch)
+        factor = self.p.slowdown(t.gpus, nodes, least, sw)
+        where = f"{nodes} nodes" + (f", {sw} switches over TCP" if sw > 1 else "")
+        if factor <= 1.0:
+            return f"spread over {where}: no slowdown expected"
+        cost = expected_run(t, self.p.queue) * (factor - 1.0)
+        wait = self.packed_wait(t)
+        if wait < cost:
+            return None
+        return (f"spread over {where}: waiting ~{_h(wait)} for a packed placement would cost more "
+                f"than the ~{_h(cost)} slowdown (x{factor:.2f})")
+
+    def packed_wait(self, t: TaskView) -> float:
+        """Seconds until a packed placement for ``t`` should be free (running tasks end when expected)."""
+        shape = (t.nodes, t.gpus_per_node, t.flexible, len(self.out))
+        hit = self.waits.get(shape)
+        if hit is None:
+            hit = self.waits[shape] = self._packed_wait(t)
+        return hit
+
+    def _packed_wait(self, t: TaskView) -> float:
+        sim = FreeMap(self.view.nodes)
+        for a in self.out:  # in order: a start may use GPUs a preemption before it freed
+            if isinstance(a, Start):
+                sim.take(a.placement)
+            elif isinstance(a, Preempt):
+                v = self.view.running[a.task_id]
+                if v.placement is not None:
+                    sim.give(v.placement)
+        for k, (end, _, v) in enumerate(self.running_ends()):
+            if k >= 32:
+                break  # bounds the work; past the 32 next ends the estimate is "long" anyway
+            if v.placement is None or v.id in self.preempted:
+                continue
+            sim.give(v.placement)
+            fit = sim.fit(t.nodes, t.gpus_per_node, t.flexible)
+            if fit is not None and not fit.spread:
+                return max(0.0, end - self.now)
+        return math.inf
+
+    # -- backfill --------------------------------------------------------------------------------
+
+    def reserve(self, head: TaskView) -> tuple[float, int]:
+        """The head's reserved start (shadow time) and the GPUs it leaves spare then."""
+        avail = self.free.total
+        if avail >= head.gpus:
+            return self.now, avail - head.gpus
+        ends = [(e, v.gpus) for e, _, v in self.running_ends()]
+        q = self.p.queue
+        ends += [(self.now + expected_run(self.view.waiting[a.task_id], q), self.view.waiting[a.task_id].gpus)
+                 for a in self.out if isinstance(a, Start)]
+        ends.sort()
+        for end, gpus in ends:
+            avail += gpus
+            if avail >= head.gpus:
+                return end, avail - head.gpus
+        return math.inf, 0
+
+    def backfill_ok(self, t: TaskView, lv: tuple[int, int, int], head_lv: tuple[int, int, int],
+                    shadow: tuple[float, int]) -> tuple[bool, tuple[float, int]]:
+        if t.preemptible and lv > head_lv:
+            return True, shadow
+        at, extra = shadow
+        if self.now + expected_run(t, self.p.queue) <= at:
+            return True, shadow
+        if t.gpus <= extra:
+            return True, (at, extra - t.gpus)
+        return False, shadow
+
+    # -- wake-ups --------------------------------------------------------------------------------
+
+    def _wake(self, worst: tuple[int, int, int] | None) -> None:
+        started = sum(1 for a in self.out if isinstance(a, Start))
+        if started >= len(self.view.waiting):
+            return
+        at = [x for x in (self.p.queue.next_starvation(), self.p.running.next_change()) if x is not None]
+        nxt = min((x for x in at if x > self.now), default=None)
+        if nxt is not None:
+            self.out.append(Wake(nxt))
+
+
+def _packed_note(fit: Fit) -> str:
+    n = len(fit.placement.nodes)
+    return "packed on one node" if n == 1 else f"packed on {n} nodes of one switch"
+
+
+def _h(seconds: float) -> str:
+    if seconds == math.inf:
+        return "forever"
+    return f"{seconds / 3600:.1f} h" if seconds >= 3600 else f"{seconds / 60:.0f} min"

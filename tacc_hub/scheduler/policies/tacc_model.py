@@ -1,0 +1,115 @@
+"""What ``tacc`` believes about run times: Gittins indices on attained service, from history.
+
+The model is a distribution of run times per group: the group's histogram of
+completed run times (``View.history``), blended with the histogram of all
+groups (``prior`` pseudo-observations) and a flat-in-log floor (one
+pseudo-observation spread over every bucket), so a new group, or no history at
+all, still gets a sensible heavy-tailed belief (then the order is close to
+least-attained-service, the safe choice when nothing is known).
+
+For a task that has run ``a`` seconds (packed-equivalent work, ``TaskView.done``),
+its Gittins index is ``max over quanta b: P(S <= b | S > a) / E[min(S, b) - a | S > a]``:
+the best rate at which running it completes it. Serving the highest index first
+minimizes mean response time on one server for a known distribution (Gittins;
+it is SRPT when durations are known and LAS when the hazard rate decreases), and it
+uses the attained service, so a task that outlives its prediction is demoted
+rather than trusted. Ages are bucketed (``history.EDGES``, x1.5), so an index
+changes only when a task crosses a bucket edge.
+
+Invariants: pure arithmetic on the histograms it is given (never a live task's
+duration); indices are > 0; ``remaining`` estimates are >= 1 s; a model is
+immutable once built (``Model.build``), the policy rebuilds it when the history
+has grown by ``rebuild_growth``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from ..history import BUCKETS, EDGES, DurationHistory, bucket, lower
+
+_REP = tuple(5.0 if i == 0 else math.sqrt(lower(i) * EDGES[i]) for i in range(BUCKETS))  # where a bucket's jobs end
+
+
+@dataclass(frozen=True, slots=True)
+class Curve:
+    """One group's belief, per age bucket."""
+
+    index: tuple[float, ...]  # Gittins index (1/s), made non-increasing in age (see ``levels``)
+    mean_left: tuple[float, ...]  # expected remaining seconds
+    median_left: tuple[float, ...]  # median remaining seconds
+    level: tuple[int, ...] = ()  # the index on a log scale: floor(log(1/index) / log(ratio))
+    next_level: tuple[int, ...] = ()  # the first bucket after this one with another level (BUCKETS: none)
+
+
+def curve(weights: Sequence[float], ratio: float = 4.0) -> Curve:
+    """Indices and remaining-time estimates for the distribution ``weights`` (mass per bucket)."""
+    index, mean_left, median_left = [], [], []
+    for a in range(BUCKETS):
+        la = lower(a)
+        tail = sum(weights[a:])
+        if tail <= 0:
+            index.append(1e-9)
+            mean_left.append(max(1.0, la))
+            median_left.append(max(1.0, la))
+            continue
+        best, done_mass, done_work = 0.0, 0.0, 0.0
+        half, med = tail / 2.0, None
+        for b in range(a, BUCKETS):
+            w = weights[b]
+            done_mass += w
+            done_work += w * max(0.0, _REP[b] - la)
+            if med is None and done_mass >= half:
+                med = max(1.0, _REP[b] - la)
+            work = done_work + (tail - done_mass) * (EDGES[b] - la)
+            if work > 0 and done_mass / work > best:
+                best = done_mass / work
+        index.append(max(best, 1e-9))
+        mean_left.append(max(1.0, done_work / tail))
+        median_left.append(med if med is not None else max(1.0, la))
+    for a in range(1, BUCKETS):  # non-increasing: a task never climbs back above one it overtook (no ping-pong)
+        index[a] = min(index[a], index[a - 1])
+    level = [int(-math.log(x) // math.log(ratio)) for x in index]
+    nxt = [BUCKETS] * BUCKETS
+    for a in range(BUCKETS - 2, -1, -1):
+        nxt[a] = a + 1 if level[a + 1] != level[a] else nxt[a + 1]
+    return Curve(tuple(index), tuple(mean_left), tuple(median_left), tuple(level), tuple(nxt))
+
+
+class Model:
+    """Curves per group, built once from a history snapshot."""
+
+    __slots__ = ("_default", "curves", "version")
+
+    def __init__(self, curves: dict[str, Curve], default: Curve, version: int) -> None:
+        self.curves, self._default, self.version = curves, default, version
+
+    @classmethod
+    def build(cls, history: DurationHistory | None, ratio: float = 4.0, prior: float = 20.0) -> Model:
+        flat = [1.0 / BUCKETS] * BUCKETS
+        if history is None or history.version == 0:
+            return cls({}, curve(flat, ratio), 0)
+        total = history.counts()
+        n = sum(total)
+        base = [t + f for t, f in zip(total, flat, strict=True)]
+        default = curve(base, ratio)
+        curves = {}
+        for g in history.groups():
+            counts = history.counts(g)
+            curves[g] = curve([c + prior * t / n + f for c, t, f in zip(counts, total, flat, strict=True)], ratio)
+        return cls(curves, default, history.version)
+
+    def of(self, group: str) -> Curve:
+        return self.curves.get(group, self._default)
+
+
+def age_bucket(done: float) -> int:
+    return bucket(done)
+
+
+def next_edge(done: float) -> float:
+    """The work (seconds) at which a task that has done ``done`` enters its next age bucket (inf: none)."""
+    i = bucket(done)
+    return EDGES[i] if i < BUCKETS - 1 else math.inf

@@ -1,0 +1,240 @@
+"""The ``tacc`` queue: who goes first, kept sorted across passes.
+
+Rank of a task (smaller first), as a tuple ``(starving, qos, level, submit, id)``:
+
+1. *Age* (``starving``): a task whose time spent waiting (since submission, not
+   counting its runs) exceeds ``starve_after`` goes ahead of every other, oldest
+   submission first. Nothing starves: a stream of short tasks delays a big one at
+   most that long before it outranks them all (and may preempt them).
+2. *QoS class*: interactive, then normal, then low (unknown classes: normal).
+3. *Level*: the level of the Gittins index of the task's attained service
+   (``tacc_model``: shortest-expected first, learned from completed tasks),
+   bounded by its time limit, plus a fair-share shift. A running task is
+   preempted only for a task of a strictly better ``(starving, qos, level)``,
+   so tasks of one level never preempt each other.
+4. Submit time (and id): FIFO inside a level; a preempted task keeps its place by age.
+
+Fair share (Slurm's classic multifactor, with decay): each group's and user's
+GPU-seconds, decayed with ``half_life``, recomputed every ``calc_period``; a
+group using ``r`` times its equal share has its level shifted by
+``round(fair_weight * log2(r))``, clamped to [-2, 2] (the same again for a user
+inside its group): heavy users sink, light ones rise, but a short task of a
+heavy group still passes a long one.
+
+Within one user, tasks go by the user's ``priority`` first (higher first), then
+by rank: the owner orders their own tasks.
+
+Invariants: waiting tasks are held in one sorted list per (group, user) whose
+order does not depend on fair share (a shift moves a whole list), so a
+fair-share update costs no re-sort; a list is rebuilt only when the duration
+model changes. Entries hold the exact ``TaskView`` they were made from; stale
+ones (the task left, or came back with new service) are skipped and dropped. A
+caller may pass the same ``TaskView`` objects pass after pass (the simulator) or
+fresh ones (a service): a fresh view equal in every ranked field keeps its entry
+(``ranked`` then yields the first view seen: the same values).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections.abc import Iterator, Mapping
+from itertools import compress
+from operator import is_not
+from typing import Any
+
+from ..policy import TaskView, View
+from .tacc_model import Model, age_bucket
+
+QOS_RANK = {"interactive": 0, "high": 0, "normal": 1, "low": 2}
+
+Rank = tuple[int, int, int, float, int]  # (starving, qos, level, submit, id)
+
+
+class Queue:
+    """Sorted waiting tasks, fair-share factors and starvation, for one policy instance."""
+
+    def __init__(self, half_life: float, calc_period: float, fair_weight: float, starve_after: float,
+                 level_ratio: float, size_exponent: float) -> None:
+        self.half_life, self.calc_period, self.fair_weight = half_life, calc_period, fair_weight
+        self.starve_after, self.size_exponent = starve_after, size_exponent
+        self.ratio = level_ratio
+        self._log_ratio = math.log(level_ratio)
+        self.model = Model.build(None, level_ratio)
+        self.lists: dict[tuple[str, str], list[tuple[Any, int, int, TaskView]]] = {}
+        self.seq = 0
+        self.known: dict[int, TaskView] = {}
+        self.entries = 0
+        self.starve_heap: list[tuple[float, int, TaskView]] = []
+        self.starving: list[tuple[float, int, int, TaskView]] = []  # (submit, id, seq, view)
+        self.usage_g: dict[str, float] = {}
+        self.usage_u: dict[tuple[str, str], float] = {}
+        self.shift: dict[tuple[str, str], int] = {}
+        self.last_calc: float | None = None
+        self.epoch = 0  # bumped whenever ranks of running tasks must be recomputed
+
+    # -- rank ------------------------------------------------------------------------------------
+
+    def base_level(self, t: TaskView, done: float) -> int:
+        """The task's level before fair share: its Gittins level, bounded by its time limit, per size."""
+        lv = self.model.of(t.group).level[age_bucket(done)]
+        if t.time_limit is not None and t.time_limit > done:  # the limit bounds what is left
+            lv = min(lv, int(math.log(t.time_limit - done) // self._log_ratio))
+        if self.size_exponent and t.gpus > 1:
+            lv += round(self.size_exponent * math.log(t.gpus) / self._log_ratio)
+        return lv
+
+    def waited(self, t: TaskView, now: float) -> float:
+        """Seconds spent waiting since submission (runs excluded); for a running task, before this run."""
+        ran = t.attained / t.gpus if t.gpus else 0.0
+        return (t.start if t.start is not None else now) - t.submit - ran
+
+    def rank(self, t: TaskView, now: float) -> Rank:
+        """The rank of a task, waiting or running, at ``now``."""
+        qos = QOS_RANK.get(t.qos, 1)
+        if self.waited(t, now) > self.starve_after:
+            return (0, qos, 0, t.submit, t.id)
+        return (1, qos, self.base_level(t, t.done_at(now)) + self.shift.get((t.group, t.owner), 0), t.submit, t.id)
+
+    # -- upkeep ----------------------------------------------------------------------------------
+
+    def refresh(self, view: View, rebuild_growth: float) -> None:
+        """Rebuild the model when history grew; fair share every ``calc_period``; sync with ``view.waiting``."""
+        h = self.model
+        hist = view.history
+        if hist is not None and hist.version > 0 and (
+                h.version == 0 or hist.version >= h.version * (1.0 + rebuild_growth) + 8):
+            self.model = Model.build(hist, self.ratio)
+            self._rebuild(view.waiting)
+        self._sync(view)
+        if self.last_calc is None or view.now - self.last_calc >= self.calc_period:
+            self._fair_share(view)
+
+    def _key(self, t: TaskView) -> tuple[int, int, int, float, int]:
+        return (QOS_RANK.get(t.qos, 1), -t.priority, self.base_level(t, t.done), t.submit, t.id)
+
+    def _insert(self, t: TaskView) -> None:
+        lst = self.lists.setdefault((t.group, t.owner), [])
+        self.seq += 1
+        bisect.insort(lst, (self._key(t), t.id, self.seq, t))
+        self.known[t.id] = t
+        self.entries += 1
+        ran = t.attained / t.gpus if t.gpus else 0.0
+        heapq.heappush(self.starve_heap, (t.submit + ran + self.starve_after, t.id, t))
+
+    def _rebuild(self, waiting: Mapping[int, TaskView]) -> None:
+        """Re-sort the known tasks still waiting (new ones are inserted by ``_sync``)."""
+        old = [t for tid, t in self.known.items() if tid in waiting]
+        self.lists.clear()
+        self.known.clear()
+        self.entries = 0
+        for t in old:
+            lst = self.lists.setdefault((t.group, t.owner), [])
+            self.seq += 1
+            lst.append((self._key(t), t.id, self.seq, t))
+            self.known[t.id] = t
+            self.entries += 1
+        for lst in self.lists.values():
+            lst.sort()
+        self.epoch += 1
+
+    def _sync(self, view: View) -> None:
+        waiting, known = view.waiting, self.known
+        if len(known) != len(waiting) or known.keys() != waiting.keys():
+            for tid in known.keys() - waiting.keys():
+                del known[tid]
+        # new or changed views (a caller may build fresh views each pass: then compare values), found in C
+        for tid in compress(waiting.keys(), map(is_not, map(known.get, waiting.keys()), waiting.values())):
+            t = waiting[tid]
+            seen = known.get(tid)
+            if seen is None or _moved(seen, t):
+                self._insert(t)
+        now = view.now
+        heap = self.starve_heap
+        while heap and heap[0][0] <= now:
+            _, tid, t = heapq.heappop(heap)
+            if known.get(tid) is t:
+                self.seq += 1
+                bisect.insort(self.starving, (t.submit, tid, self.seq, t))
+        if self.entries > 2 * len(waiting) + 100:
+            for k, lst in list(self.lists.items()):
+                lst[:] = [e for e in lst if known.get(e[1]) is e[3]]
+                if not lst:
+                    del self.lists[k]
+            self.entries = sum(len(v) for v in self.lists.values())
+            self.starving = [e for e in self.starving if known.get(e[1]) is e[3]]
+
+    def next_starvation(self) -> float | None:
+        return self.starve_heap[0][0] if self.starve_heap else None
+
+    def _fair_share(self, view: View) -> None:
+        now = view.now
+        dt = 0.0 if self.last_calc is None else now - self.last_calc
+        decay = 0.5 ** (dt / self.half_life)
+        ug, uu = self.usage_g, self.usage_u
+        for g in ug:
+            ug[g] *= decay
+        for k in uu:
+            uu[k] *= decay
+        for t in view.running.values():
+            since = max(t.start if t.start is not None else now, now - dt)
+            used = t.gpus * (now - since)
+            ug[t.group] = ug.get(t.group, 0.0) + used
+            uu[(t.group, t.owner)] = uu.get((t.group, t.owner), 0.0) + used
+        for g, u in self.lists:  # every (group, user) with waiting tasks, without walking the queue
+            ug.setdefault(g, 0.0)
+            uu.setdefault((g, u), 0.0)
+        self.last_calc = now
+        total = sum(ug.values())
+        users_of: dict[str, int] = {}
+        for g, _ in uu:
+            users_of[g] = users_of.get(g, 0) + 1
+        w = self.fair_weight
+        shift = {}
+        for (g, u), used in uu.items():
+            sg = _shift(w, ug[g] / total * len(ug)) if total > 0 else 0
+            su = _shift(w, used / ug[g] * users_of[g]) if ug[g] > 0 else 0
+            if sg or su:
+                shift[(g, u)] = sg + su
+        if shift != self.shift:
+            self.shift = shift
+            self.epoch += 1
+
+    # -- order -----------------------------------------------------------------------------------
+
+    def ranked(self, view: View) -> Iterator[tuple[Rank, TaskView]]:
+        """Every waiting task, best first, with its rank."""
+        known = self.known
+        first: set[int] = set()
+        for submit, tid, _, t in self.starving:
+            if known.get(tid) is t:
+                first.add(tid)
+                yield (0, QOS_RANK.get(t.qos, 1), 0, submit, tid), t
+        gens = [self._walk(lst, self.shift.get(k, 0), known, first) for k, lst in self.lists.items() if lst]
+        if len(gens) == 1:
+            yield from gens[0]
+        else:
+            yield from heapq.merge(*gens)  # ranks are unique (they end with the id): views are never compared
+
+    @staticmethod
+    def _walk(lst: list[tuple[Any, int, int, TaskView]], shift: int, known: Mapping[int, TaskView],
+              skip: set[int]) -> Iterator[tuple[Rank, TaskView]]:
+        for key, tid, _, t in lst:
+            if known.get(tid) is t and tid not in skip:
+                yield (1, key[0], key[2] + shift, key[3], tid), t
+
+
+def _moved(a: TaskView, b: TaskView) -> bool:
+    """Whether two views of one waiting task differ in anything its rank or placement depends on."""
+    return (a.submit, a.done, a.attained, a.qos, a.priority, a.time_limit, a.group, a.owner, a.nodes,
+            a.gpus_per_node, a.flexible, a.spread_ok, a.preemptible, a.predicted) != (
+        b.submit, b.done, b.attained, b.qos, b.priority, b.time_limit, b.group, b.owner, b.nodes,
+        b.gpus_per_node, b.flexible, b.spread_ok, b.preemptible, b.predicted)
+
+
+def _shift(weight: float, r: float) -> int:
+    """Levels to shift for using ``r`` times the equal share."""
+    if not weight or r <= 0:
+        return -2 if weight and r <= 0 else 0
+    return max(-2, min(2, round(weight * math.log2(r))))

@@ -1,0 +1,136 @@
+"""Running tasks as ``tacc`` sees them: ranks kept current cheaply, expected ends, victims.
+
+A running task's rank changes only when its attained service crosses into an
+age bucket of another level (``tacc_model``), when the duration model is rebuilt or when fair
+share is recomputed (``Queue.epoch``). ``Running`` caches each rank with the
+time it stays valid, in a heap, and counts preemptible tasks per preemption
+level, so "could the best waiting task preempt anybody?" costs a few dict
+reads per pass instead of a walk over every running task.
+
+Invariants: after ``sync(view)`` every task of ``view.running`` has its current
+rank (as ``Queue.rank`` would give at ``view.now``) and the level counts match
+the preemptible ones; nothing here mutates the view.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from itertools import compress
+from operator import is_not
+
+from ..history import BUCKETS, lower
+from ..policy import TaskView, View
+from .tacc_model import age_bucket
+from .tacc_queue import Queue, Rank
+
+Level = tuple[int, int, int]
+
+
+class Running:
+    def __init__(self) -> None:
+        self.rank: dict[int, tuple[TaskView, Rank]] = {}
+        self.end: dict[int, float] = {}  # expected end, as estimated when its rank was last computed
+        self.views: dict[int, TaskView] = {}  # the last view object seen per running task
+        self.levels: dict[Level, int] = {}  # preemptible running tasks per level
+        self.changes: list[tuple[float, int, float]] = []  # (when its rank may change, id, start of that run)
+        self.epoch = -1
+
+    def _add(self, t: TaskView, queue: Queue, now: float) -> None:
+        r = queue.rank(t, now)
+        self.rank[t.id] = (t, r)
+        self.views[t.id] = t
+        self.end[t.id] = expected_end(t, queue, now)
+        if t.preemptible:
+            lv = r[:3]
+            self.levels[lv] = self.levels.get(lv, 0) + 1
+        if r[0] == 1 and t.start is not None and t.rate > 0:
+            nxt = queue.model.of(t.group).next_level[age_bucket(t.done_at(now))]
+            at = t.start + (lower(nxt) - t.done) / t.rate if nxt < BUCKETS else math.inf
+            if at < math.inf:
+                heapq.heappush(self.changes, (max(at, now + 1.0), t.id, t.start))  # no float-edge spin
+
+    def _drop(self, tid: int) -> None:
+        t, r = self.rank.pop(tid)
+        self.end.pop(tid, None)
+        self.views.pop(tid, None)
+        if t.preemptible:
+            lv = r[:3]
+            n = self.levels[lv] - 1
+            if n:
+                self.levels[lv] = n
+            else:
+                del self.levels[lv]
+
+    def sync(self, view: View, queue: Queue) -> None:
+        running, now = view.running, view.now
+        if self.epoch != queue.epoch:
+            self.epoch = queue.epoch
+            self.rank.clear()
+            self.end.clear()
+            self.views.clear()
+            self.levels.clear()
+            self.changes.clear()
+            for t in running.values():
+                self._add(t, queue, now)
+            return
+        rank = self.rank
+        if len(rank) != len(running) or rank.keys() != running.keys():
+            for tid in rank.keys() - running.keys():
+                self._drop(tid)
+        views = self.views
+        # new tasks, and runs that changed (a caller may build fresh views each pass), found in C
+        for tid in compress(running.keys(), map(is_not, map(views.get, running.keys()), running.values())):
+            t = running[tid]
+            cur = rank.get(tid)
+            if cur is None:
+                self._add(t, queue, now)
+            elif (cur[0].start, cur[0].done, cur[0].rate) != (t.start, t.done, t.rate):
+                self._drop(tid)
+                self._add(t, queue, now)
+            else:
+                views[tid] = t  # the same run, a fresh object: remember it, so the next pass skips it
+        heap = self.changes
+        while heap and heap[0][0] <= now:
+            _, tid, start = heapq.heappop(heap)
+            cur = rank.get(tid)
+            if cur is not None and cur[0].start == start:
+                t = cur[0]
+                self._drop(tid)
+                self._add(t, queue, now)
+        if len(heap) > 4 * len(running) + 100:
+            self.changes = [e for e in heap if e[1] in rank and rank[e[1]][0].start == e[2]]
+            heapq.heapify(self.changes)
+
+    def worst_level(self) -> Level | None:
+        """The worst level among preemptible running tasks (None: none)."""
+        return max(self.levels) if self.levels else None
+
+    def victims(self, view: View, preempted: set[int]) -> list[tuple[Rank, TaskView]]:
+        """Preemptible running tasks not yet preempted, worst rank first."""
+        out = [(r, t) for tid, (t, r) in self.rank.items() if t.preemptible and tid not in preempted]
+        out.sort(key=lambda e: e[0], reverse=True)
+        return out
+
+    def next_change(self) -> float | None:
+        """When the next running task changes level (the earliest a waiting task could preempt it)."""
+        return self.changes[0][0] if self.changes else None
+
+
+def expected_end(t: TaskView, queue: Queue, now: float) -> float:
+    """When a running task should end: its median remaining time given its attained service, capped by its limit."""
+    done = t.done_at(now)
+    model = queue.model
+    left = model.of(t.group).median_left[age_bucket(done)] if model.version else max(1.0, t.predicted - done)
+    if t.time_limit is not None and t.start is not None:
+        return min(now + left / (t.rate or 1.0), max(now, t.start + t.time_limit))
+    return now + left / (t.rate or 1.0)
+
+
+def expected_run(t: TaskView, queue: Queue) -> float:
+    """How long a waiting task should run: its expected remaining time (mean), capped by its limit."""
+    model = queue.model
+    left = model.of(t.group).mean_left[age_bucket(t.done)] if model.version else max(1.0, t.predicted - t.done)
+    if t.time_limit is not None:
+        left = min(left, max(1.0, t.time_limit - t.done))
+    return left
