@@ -17,6 +17,8 @@ Live differences from the simulator, each deliberate:
 - A policy that does not declare ``quota_aware = True`` never sees quotas:
   the queue keeps the tasks a quota blocks out of its view, and refuses (quietly)
   a start that would cross a cap within the pass.
+- Tasks without GPUs start at once (on the first eligible nodes): there is
+  nothing for a policy to share; ``max_running`` still applies to them.
 - Node constraints (a partition, a GPU type) are kept out of the policy
   contract: tasks that have one are scheduled in a pass of their own over the
   eligible nodes only (one pass per constraint, then one for the rest over all
@@ -39,7 +41,8 @@ from dataclasses import dataclass, replace
 from .cluster import ClusterState, NodeSlots, Placement
 from .explain import explain as generic_explain
 from .explain import held_by, quota_block
-from .policy import Explanation, Policy, Preempt, Quotas, Start, TaskView, View, Wake
+from .history import DurationHistory
+from .policy import Action, Explanation, Policy, Preempt, Quotas, Start, TaskView, View, Wake
 
 log = logging.getLogger("tacc_hub.scheduler")
 
@@ -60,6 +63,7 @@ class LiveQueue:
         self.running: dict[int, TaskView] = {}
         self.preempting: set[int] = set()
         self.constraints: dict[int, tuple[str | None, str | None]] = {}  # task -> (partition, gpu type)
+        self.history = DurationHistory()  # run times of ended tasks, per group: what a policy may learn from
 
     # --- bookkeeping ---------------------------------------------------------------------
 
@@ -141,7 +145,7 @@ class LiveQueue:
             nodes = tuple(n for n in nodes if n.name in names)
             running = {k: t for k, t in running.items()
                        if t.placement is not None and all(s.node in names for s in t.placement.nodes)}
-        return View(now, waiting, running, nodes, quotas)
+        return View(now, waiting, running, nodes, quotas, self.history)
 
     def _unblocked(self, waiting: dict[int, TaskView], q: Quotas) -> dict[int, TaskView]:
         """The tasks no quota keeps from starting now (for policies that do not read quotas)."""
@@ -186,7 +190,13 @@ class LiveQueue:
 
     def _pass(self, view: View, quotas: Quotas | None) -> tuple[list[Start], list[Preempt], float | None]:
         now = view.now
-        actions = self.policy.schedule(view)
+        waiting = view.waiting  # every task of this pass, the ones started here without the policy included
+        cpu = [t for t in waiting.values() if t.gpus == 0]
+        actions: list[Action] = [Start(t.id, self._cpu_placement(t, view), "no GPUs: started at once") for t in cpu]
+        if cpu:
+            view = replace(view, waiting={k: t for k, t in view.waiting.items() if t.gpus})
+        if view.waiting:
+            actions += self.policy.schedule(view)
         users, groups = held_by(self.running.values())
         starts: list[Start] = []
         preempts: list[Preempt] = []
@@ -206,7 +216,7 @@ class LiveQueue:
                 self.preempting.add(a.task_id)
                 preempts.append(a)
             elif isinstance(a, Start):
-                t = view.waiting.get(a.task_id)
+                t = waiting.get(a.task_id)
                 if t is not None and t.gpus == 0 and not a.placement.nodes:
                     a = replace(a, placement=self._cpu_placement(t, view))
                 if t is None or not self._start_ok(t, a.placement, view, quotas, users, groups, per_user):

@@ -116,7 +116,7 @@ class TaccHub(Application):
                          "CUDA_VISIBLE_DEVICES (0 on a machine without GPUs: tasks must then ask for none).")
     node_name = Unicode("localhost", config=True, help="Name of the local executor's node in cluster state.")
     max_running_per_user = Integer(8, config=True, help="Most tasks one user may have starting or running at once.")
-    policy = Enum(sorted(POLICIES), "fifo", config=True,
+    policy = Enum(sorted(POLICIES), "tacc", config=True,
                   help="Scheduling policy (the same code the simulator replays; see `tacc-hub simulate`).")
     poll_interval = Float(1.0, config=True, help="Seconds between executor polls when nothing wakes the loop "
                           "(task exits and submissions wake it at once).")

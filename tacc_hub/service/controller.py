@@ -216,8 +216,15 @@ class Controller:
                 break
             before = recs[-1].id
         for rec in reversed(runs):  # oldest first: the newest runs are the ones kept
-            if rec.started_at is not None and rec.finished_at is not None:
-                self.history.observe(rec.owner, rec.name, rec.digest, rec.finished_at - rec.started_at)
+            self._observe_run(rec)
+
+    def _observe_run(self, rec: TaskRecord) -> None:
+        """A successful run teaches the predictions and the policy's run-time distribution."""
+        if rec.started_at is None or rec.finished_at is None:
+            return
+        seconds = rec.finished_at - rec.started_at
+        self.history.observe(rec.owner, rec.name, rec.digest, seconds)
+        self.queue.history.observe(self.group_of(rec.owner), seconds)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -388,7 +395,7 @@ class Controller:
         if self.quotas is not None and self._has_budgets():
             self._quotas_stale = True  # its GPU-hours count now: re-count before the next pass
         if to == S.SUCCEEDED and done is not None and done.started_at is not None and done.finished_at is not None:
-            self.history.observe(done.owner, done.name, done.digest, done.finished_at - done.started_at)
+            self._observe_run(done)
         self.wake()
 
     def enforce_time_limits(self) -> None:

@@ -288,3 +288,15 @@ def test_queue_invariants_hold_against_any_answer(data):
                 back = q.requeue(tid, float(step) + 0.5)
                 assert back is not None and back.start is None and tid in q.waiting
         assert set(q.explain(float(step), quotas)) == set(q.waiting)
+
+
+def test_cpu_tasks_start_under_every_policy_even_on_a_cluster_without_gpus():
+    from tacc_hub.scheduler.policies import POLICIES
+
+    for name, cls in POLICIES.items():
+        if cls.oracle:
+            continue
+        q = LiveQueue(cluster(n=1, gpus=0), cls())
+        q.add(tv(1, gpus=0))
+        q.add(tv(2, gpus=0))
+        assert [s.task_id for s in q.plan(0.0).starts] == [1, 2], name
