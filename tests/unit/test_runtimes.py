@@ -348,3 +348,16 @@ def test_required_rdma_refuses_a_placement_across_switches(spec: SpecFactory, si
 def test_site_network_names_are_checked(site_with: Callable[..., SiteProfile], field: str, value: str) -> None:
     with pytest.raises(ValidationError):
         site_with(**{field: value})
+
+
+def test_every_plugin_module_is_declared_as_an_entry_point() -> None:
+    """A fresh install finds the runtimes through pyproject.toml's entry points: none may be left out."""
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    with (root / "pyproject.toml").open("rb") as f:
+        declared = tomllib.load(f)["project"]["entry-points"]["tacc_hub.runtimes"]
+    modules = {v.split(":")[0] for v in declared.values()}
+    shipped = {f"runtimes.{p.stem}" for p in (root / "runtimes").glob("*.py") if not p.stem.startswith("_")}
+    assert modules == shipped
+    assert set(declared) == {"plain", "torchrun", "deepspeed", "horovod", "mpi", "byteps"}
