@@ -17,6 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from tacc_hub.compiler.plan import Arg, NodeLaunch
 from tacc_hub.compiler.runtime import LaunchContext
 
+from ._common import python_mode, ranks_per_node
+
 
 class TorchrunOptions(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -30,27 +32,15 @@ class TorchrunRuntime:
     options = TorchrunOptions
 
     def launch(self, ctx: LaunchContext, opts: TorchrunOptions) -> NodeLaunch:
-        nproc = opts.nproc_per_node or (
-            ctx.tasks_per_node if ctx.tasks_per_node > 1 else max(ctx.gpus_per_node, 1)
-        )
-        argv = list(ctx.user_argv)
+        nproc = ranks_per_node(ctx, opts.nproc_per_node)
         head: list[Arg] = [
             "python", "-m", "torch.distributed.run",
             f"--nnodes={ctx.nodes}", f"--nproc-per-node={nproc}", f"--max-restarts={opts.max_restarts}",
         ]
-        first = argv[0] if argv else ""
-        second = argv[1] if len(argv) > 1 else ""
-        if not ctx.shell and first in ("python", "python3") and second == "-m" and len(argv) > 2:
+        mode, argv = python_mode(ctx)
+        if mode == "module":
             head.append("--module")  # python -m pkg args -> torchrun --module pkg args
-            argv = argv[2:]
-        elif (
-            not ctx.shell and first in ("python", "python3") and isinstance(second, str)
-            and second and not second.startswith("-")
-        ):
-            argv = argv[1:]  # python train.py args -> torchrun train.py args
-        elif ctx.shell or not (isinstance(first, str) and first.endswith(".py")):
-            # Anything else (a shell entrypoint, `python -u ...`, `python -c ...`, another
-            # program) runs as given in every rank: torchrun would read `-u` as its own option.
+        elif mode == "exec":
             head.append("--no-python")
         return NodeLaunch(
             argv=[*head, *argv],

@@ -13,6 +13,7 @@ import posixpath
 from tacc_hub.schema import SpecError, TaskSpec
 from tacc_hub.schema.task import GitCode, LocalCode, SnapshotCode
 
+from .network import network_env
 from .plan import CodePlan, EnvPlan, EnvRef, ExecutionPlan, Features
 from .render import render_script
 from .runtime import LaunchContext, get_runtime, parse_options
@@ -131,11 +132,18 @@ def compile_task(spec: TaskSpec, site: SiteProfile) -> ExecutionPlan:
     runtime = get_runtime(spec.runtime.kind)
     opts = parse_options(runtime, dict(spec.runtime.options))
     r = spec.resources
+    net = network_env(site, spec.network)
     ctx = LaunchContext(
         user_argv=user_argv, shell=ep.shell is not None, nodes=r.nodes, tasks_per_node=r.tasks_per_node,
-        gpus_per_node=r.gpus_per_node, options=dict(spec.runtime.options),
+        gpus_per_node=r.gpus_per_node, options=dict(spec.runtime.options), network=net,
     )
     launch = runtime.launch(ctx, opts)
+    if net.env or net.cross_switch_env or net.rdma_required:  # the plugin's own values win
+        launch = launch.model_copy(update={
+            "env": {**net.env, **launch.env},
+            "cross_switch_env": {**net.cross_switch_env, **launch.cross_switch_env},
+            "rdma_required": net.rdma_required or launch.rdma_required,
+        })
     datasets = {ds: site.datasets[ds] for ds in spec.datasets}
     digest = spec.digest
     script = render_script(

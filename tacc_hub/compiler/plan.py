@@ -10,9 +10,9 @@ Invariants:
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, model_serializer
 
 from tacc_hub.schema.task import CondaSpec, Resources
 
@@ -27,6 +27,8 @@ LAUNCH_ENV = {
     "TACC_MASTER_ADDR": "host of node rank 0",
     "TACC_MASTER_PORT": "a free port on node rank 0",
     "CUDA_VISIBLE_DEVICES": "GPU slots given to the task on this node",
+    "TACC_NODELIST": "host names of the task's nodes, comma-separated, in node-rank order (several nodes)",
+    "TACC_CROSS_SWITCH": "1 when the task's nodes hang off more than one switch (no RDMA path), else unset or 0",
 }
 
 
@@ -42,6 +44,8 @@ class EnvRef(Model):
 
 
 Arg = str | EnvRef
+# The name of a variable a launch exports (rendered unquoted in launch.sh, so it is checked here).
+VarName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
 
 
 class EnvPlan(Model):
@@ -70,8 +74,29 @@ class NodeLaunch(Model):
 
     argv: list[Arg]
     procs_per_node: int = Field(1, ge=1, description="Ranks this launch starts on each node (torchrun: nproc).")
-    env: dict[str, str] = Field(default_factory=dict)
-    env_from: dict[str, str] = Field(default_factory=dict, description="VAR -> name of a launch-time variable.")
+    env: dict[VarName, str] = Field(default_factory=dict)
+    env_from: dict[VarName, VarName] = Field(
+        default_factory=dict, description="VAR -> name of a launch-time variable."
+    )
+    cross_switch_env: dict[VarName, str] = Field(
+        default_factory=dict,
+        description="Exported over `env` when the executor sets TACC_CROSS_SWITCH=1: the TCP fallback "
+        "(e.g. NCCL_IB_DISABLE=1) for a placement whose nodes have no RDMA path between them.",
+    )
+    rdma_required: bool = Field(
+        False, description="network.rdma is `required`: launch.sh refuses to start when TACC_CROSS_SWITCH=1."
+    )
+
+    @model_serializer(mode="wrap")
+    def _omit_unused_network(self, handler: SerializerFunctionWrapHandler) -> dict[str, object]:
+        # The network fields are left out while unused, so that plans of sites that declare no
+        # network (and their golden files) stay as they were before these fields existed.
+        data: dict[str, object] = handler(self)
+        if not self.cross_switch_env:
+            data.pop("cross_switch_env", None)
+        if not self.rdma_required:
+            data.pop("rdma_required", None)
+        return data
 
 
 class Features(Model):

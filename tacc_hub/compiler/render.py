@@ -61,6 +61,15 @@ def render_script(
         lines.append(f"export {key}={q(launch.env[key])}")
     for key in sorted(launch.env_from):
         lines.append(f'export {key}="${{{launch.env_from[key]}}}"')
+    if launch.rdma_required or launch.cross_switch_env:
+        lines.append('if [ "${TACC_CROSS_SWITCH:-0}" = 1 ]; then  # the nodes span switches: no RDMA path between them')
+        if launch.rdma_required:
+            lines.append("  echo 'tacc: network.rdma is required but the placement spans switches' >&2")
+            lines.append("  exit 3")
+        else:
+            for key in sorted(launch.cross_switch_env):
+                lines.append(f"  export {key}={q(launch.cross_switch_env[key])}")
+        lines.append("fi")
     lines.append('cd -- "${TACC_WORKDIR}"' + ("" if workdir == "." else "/" + q(workdir)))
     lines.append("exec " + " ".join(render_arg(a) for a in launch.argv))
     return "\n".join(lines) + "\n"

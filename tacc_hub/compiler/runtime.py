@@ -5,6 +5,15 @@ and a pure ``launch(ctx) -> NodeLaunch``. Plugins are found through the
 ``tacc_hub.runtimes`` entry-point group, so a site adds its own (a research
 system, a vendor launcher) by installing a package; nothing in the core
 changes. Plugins raise ``SpecError`` naming the ``runtime...`` field at fault.
+
+A plugin's ``NodeLaunch`` is the same on every node: what differs per node
+(its rank, rank 0's address, the node list) is read at launch from the
+variables the executor sets (``plan.LAUNCH_ENV``), through ``env_from``,
+``EnvRef`` arguments or a fixed script that reads them. The compiler adds the
+network's variables (``ctx.network``, see ``network``) to every launch.
+
+``register_runtime`` adds a plugin without an entry point (tests, an embedding
+application); it wins over an entry point of the same name.
 """
 
 from __future__ import annotations
@@ -17,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from tacc_hub.schema import SpecError
 
+from .network import NetworkEnv
 from .plan import Arg, NodeLaunch
 
 ENTRY_POINT_GROUP = "tacc_hub.runtimes"
@@ -31,6 +41,7 @@ class LaunchContext(BaseModel):
     tasks_per_node: int
     gpus_per_node: int
     options: dict[str, Any]
+    network: NetworkEnv = NetworkEnv()  # the variables the compiler adds (NCCL's), for plugins that need more
 
 
 class RuntimePlugin(Protocol):
@@ -51,13 +62,35 @@ def parse_options(plugin: RuntimePlugin, options: dict[str, Any]) -> BaseModel:
         raise SpecError.from_validation(exc, "runtime.options", plugin.options) from None
 
 
+_registered: dict[str, RuntimePlugin] = {}
+
+
+def _instance(obj: Any) -> RuntimePlugin:
+    plugin: RuntimePlugin = obj() if isinstance(obj, type) else obj
+    return plugin
+
+
 @cache
-def available_runtimes() -> dict[str, RuntimePlugin]:
+def _installed() -> dict[str, RuntimePlugin]:
     found: dict[str, RuntimePlugin] = {}
     for ep in entry_points(group=ENTRY_POINT_GROUP):
-        obj = ep.load()
-        found[ep.name] = obj() if isinstance(obj, type) else obj
+        found[ep.name] = _instance(ep.load())
     return found
+
+
+def available_runtimes() -> dict[str, RuntimePlugin]:
+    """Installed plugins (entry points, read once) and registered ones, by name."""
+    return {**_installed(), **_registered}
+
+
+def register_runtime(name: str, plugin: Any) -> None:
+    """Make ``plugin`` (a plugin class or instance) available as runtime ``name``."""
+    _registered[name] = _instance(plugin)
+
+
+def rescan_runtimes() -> None:
+    """Read the entry points again (after a package was installed into the running interpreter)."""
+    _installed.cache_clear()
 
 
 def get_runtime(kind: str) -> RuntimePlugin:

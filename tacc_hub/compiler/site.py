@@ -32,3 +32,22 @@ class SiteProfile(BaseModel):
     max_gpus_per_node: int = 0
     partitions: list[str] = Field(default_factory=list)
     gpu_types: list[str] = Field(default_factory=list)
+    # The network between nodes (see ``compiler.network``). All unset: the site declares nothing and
+    # NCCL is left to find its own way (plans stay as they were before these settings existed).
+    rdma: bool | None = Field(
+        None,
+        description="Whether the nodes have an RDMA fabric (InfiniBand/RoCE) that NCCL may use. True: NCCL's IB "
+        "variables are set from ib_hca/ib_gid_index; False: tasks talk over TCP (NCCL_IB_DISABLE=1) and a task "
+        "with network.rdma=required is refused; unset: NCCL is left alone.",
+    )
+    ib_hca: str | None = Field(
+        None, pattern=r"^\^?=?[A-Za-z0-9_.:,-]{1,256}$",
+        description="NCCL_IB_HCA on RDMA sites: the HCAs (and ports) NCCL uses, e.g. `mlx5_0:1,mlx5_1:1`.",
+    )
+    ib_gid_index: int | None = Field(
+        None, ge=0, le=255, description="NCCL_IB_GID_INDEX on RDMA sites; RoCE v2 usually needs 3."
+    )
+    socket_ifname: str | None = Field(
+        None, pattern=r"^\^?=?[A-Za-z0-9_.:,-]{1,256}$",
+        description="NCCL_SOCKET_IFNAME: the interfaces for bootstrap and TCP traffic, e.g. `ib0` or `eth0,eth1`.",
+    )

@@ -37,6 +37,8 @@ TACC_MASTER_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 TACC_MASTER_ADDR=$(scontrol -o show node "$TACC_MASTER_NODE" | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p')
 export TACC_MASTER_ADDR="${TACC_MASTER_ADDR:-$TACC_MASTER_NODE}"
 export TACC_NNODES="$SLURM_NNODES"
+TACC_NODELIST=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)
+export TACC_NODELIST
 cd -- "$TACC_TASKDIR" || exit 111
 rm -f -- exitcode exitcode.tmp
 """

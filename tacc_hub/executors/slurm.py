@@ -284,6 +284,9 @@ class SlurmExecutor(Executor):
             raise LaunchError(f"preparing the task failed: {exc}") from exc
         env = {**self.extra_env, **task_env(launch, tdir, self.user_dir(launch.owner), self.grace_period),
                "TACC_MASTER_PORT": str(free_port())}
+        switch = {n.name: n.switch for n in self.nodes()}
+        if len({switch.get(s.node, "0") for s in launch.placement.nodes}) > 1:
+            env["TACC_CROSS_SWITCH"] = "1"  # the runtimes fall back to TCP (see compiler/network.py)
         job = render_batch(task_id=launch.task_id, plan=launch.plan, placement=launch.placement, task_dir=tdir,
                            env=env, partition=self.partition)
         script = tdir / "job.sbatch"

@@ -19,6 +19,7 @@ NAME_RE = r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}"
 ENV_NAME_RE = r"[A-Za-z_][A-Za-z0-9_]{0,127}"
 MODULE_RE = r"[A-Za-z0-9][A-Za-z0-9._+/-]{0,127}"
 SHA256_RE = r"[0-9a-f]{64}"
+RUNTIME_RE = r"[a-z][a-z0-9_-]{0,63}"
 
 
 def _matches(pattern: str, what: str) -> AfterValidator:
@@ -38,6 +39,12 @@ Name = Annotated[
 ]
 EnvName = Annotated[str, _matches(ENV_NAME_RE, "variable name (letters, digits and '_', not starting with a digit)")]
 ModuleName = Annotated[str, _matches(MODULE_RE, "module name (letters, digits, '.', '_', '+', '/', '-')")]
+RuntimeName = Annotated[
+    str,
+    _matches(RUNTIME_RE, "runtime name (lowercase letters, digits, '_', '-'; at most 64)"),
+    Field(description="A runtime plugin installed at the site.",
+          examples=["plain", "torchrun", "deepspeed", "horovod", "mpi", "byteps"]),
+]
 Sha256 = Annotated[str, _matches(SHA256_RE, "sha256 digest (64 lowercase hex digits)")]
 # Free text that ends up quoted in a script (an argument, an env value).
 Text = Annotated[str, StringConstraints(max_length=65536)]

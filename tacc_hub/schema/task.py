@@ -21,6 +21,7 @@ from .fields import (
     ModuleName,
     Name,
     RelPath,
+    RuntimeName,
     SafeText,
     Sha256,
 )
@@ -191,7 +192,10 @@ class QoS(Model):
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
 
-RuntimeKind = Literal["plain", "torchrun", "deepspeed", "horovod", "mpi", "byteps"]
+# The name of a runtime plugin (entry-point group ``tacc_hub.runtimes``). Shipped: plain, torchrun,
+# deepspeed, horovod, mpi, byteps; a site may install more, so the schema checks the form of the
+# name only and the compiler refuses one that is not installed at the site.
+RuntimeKind = RuntimeName
 OptionValue = Annotated[str, Field(max_length=4096)] | int | Annotated[float, Field(allow_inf_nan=False)] | bool
 
 

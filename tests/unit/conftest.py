@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Callable
+from importlib.metadata import EntryPoint
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tacc_hub.compiler import SiteProfile
+from tacc_hub.compiler.runtime import ENTRY_POINT_GROUP, register_runtime
 from tacc_hub.schema import TaskSpec, spec_from_data
 
 SNAPSHOT = "ab" * 32  # a well-formed sha256
@@ -60,3 +64,24 @@ def make_spec(**fields: Any) -> TaskSpec:
 @pytest.fixture
 def spec() -> Callable[..., TaskSpec]:
     return make_spec
+
+
+def _declared_runtimes() -> dict[str, str]:
+    """The runtime entry points this checkout declares in pyproject.toml (name -> "module:attr")."""
+    with (Path(__file__).resolve().parents[2] / "pyproject.toml").open("rb") as f:
+        data = tomllib.load(f)
+    declared: dict[str, str] = data["project"]["entry-points"][ENTRY_POINT_GROUP]
+    return declared
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _runtimes_of_this_checkout() -> None:
+    """Make every runtime that pyproject.toml declares available, even with stale installed metadata.
+
+    Entry points are read from the installed package's metadata, which an editable install of
+    another checkout (or an install older than the last pyproject change) does not have yet.
+    Each declared "module:attr" is loaded as an entry point would be, so a wrong declaration
+    still fails here; ``test_runtime_plugins`` checks the entry-point mechanism itself.
+    """
+    for name, value in _declared_runtimes().items():
+        register_runtime(name, EntryPoint(name, value, ENTRY_POINT_GROUP).load())

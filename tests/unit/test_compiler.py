@@ -34,7 +34,7 @@ REFUSALS: list[tuple[str, dict[str, Any], dict[str, Any], str]] = [
         "environment.conda",
     ),
     ("python not at site", {"environment": {"python": "3.10"}}, {}, "environment.python"),
-    ("runtime without plugin", {"runtime": {"kind": "deepspeed"}}, {}, "runtime.kind"),
+    ("runtime without plugin", {"runtime": {"kind": "megatron"}}, {}, "runtime.kind"),
     ("unknown torchrun option", {"runtime": {"kind": "torchrun", "options": {"foo": 1}}}, {}, "runtime.options.foo"),
     (
         "bad torchrun option value",

@@ -53,6 +53,62 @@ CASES: dict[str, dict[str, Any]] = {
         "runtime": {"kind": "torchrun"},
         "resources": {"gpus_per_node": 2, "tasks_per_node": 2},
     },
+    "deepspeed-python": {
+        "entrypoint": {"argv": ["python", "train.py", "--deepspeed_config", "ds config.json", "--note", "it's $(x)"]},
+        "runtime": {"kind": "deepspeed"},
+        "resources": {"gpus_per_node": 4},
+    },
+    "deepspeed-two-nodes-module": {
+        "entrypoint": {"argv": ["python", "-m", "pkg.train", "--zero", "3"]},
+        "runtime": {"kind": "deepspeed", "options": {"no_local_rank": True, "nproc_per_node": 2}},
+        "resources": {"nodes": 2, "gpus_per_node": 2},
+    },
+    "deepspeed-rdma-required": {
+        "entrypoint": {"shell": ["python train.py --deepspeed"]},
+        "runtime": {"kind": "deepspeed"},
+        "resources": {"nodes": 2, "gpus_per_node": 8},
+        "network": {"rdma": "required"},
+    },
+    "horovod-single": {
+        "entrypoint": {"argv": ["python", "train.py", "--batch", "64"]},
+        "runtime": {"kind": "horovod"},
+        "resources": {"gpus_per_node": 2},
+    },
+    "horovod-two-nodes-tcp-site": {
+        "entrypoint": {"argv": ["python", "train.py", "--tag", "a b; $(touch /tmp/pwned) `id` 'q' \"dq\""]},
+        "runtime": {"kind": "horovod", "options": {"launcher": "mpirun"}},
+        "resources": {"nodes": 2, "gpus_per_node": 4},
+    },
+    "mpi-two-nodes-srun": {
+        "entrypoint": {"argv": ["./solver", "--grid", "1024"]},
+        "runtime": {"kind": "mpi", "options": {"launcher": "srun", "srun_mpi": "pmi2"}},
+        "resources": {"nodes": 2, "tasks_per_node": 16},
+    },
+    "mpi-single": {
+        "entrypoint": {"argv": ["./solver"]},
+        "runtime": {"kind": "mpi"},
+        "resources": {"tasks_per_node": 4},
+    },
+    "byteps-single": {
+        "entrypoint": {"argv": ["python", "train.py"]},
+        "runtime": {"kind": "byteps"},
+        "resources": {"gpus_per_node": 2},
+    },
+    "byteps-two-nodes-rdma": {
+        "entrypoint": {"argv": ["python", "train.py", "--epochs", "3"]},
+        "runtime": {"kind": "byteps", "options": {"servers": "every_node"}},
+        "resources": {"nodes": 2, "gpus_per_node": 8},
+    },
+    "torchrun-two-nodes-rdma": {
+        "entrypoint": {"argv": ["python", "train.py"]},
+        "runtime": {"kind": "torchrun"},
+        "resources": {"nodes": 2, "gpus_per_node": 8},
+    },
+    "plain-rdma-off": {
+        "entrypoint": {"argv": ["python", "train.py"]},
+        "resources": {"nodes": 2, "gpus_per_node": 1},
+        "network": {"rdma": "off"},
+    },
     "env-datasets-venv": {
         "entrypoint": {"argv": ["python", "-u", "main.py"]},
         "workdir": "experiments/run 1",
@@ -67,6 +123,17 @@ CASES: dict[str, dict[str, Any]] = {
         "log_file": "logs/run.log",
         "qos": {"class": "low", "preemptible": True},
     },
+}
+
+
+# Site changes per case (the network cases): an RDMA site, and one that has TCP only.
+RDMA_SITE = {"rdma": True, "ib_hca": "mlx5_0:1,mlx5_1:1", "ib_gid_index": 3, "socket_ifname": "ib0"}
+CASE_SITES: dict[str, dict[str, Any]] = {
+    "deepspeed-rdma-required": RDMA_SITE,
+    "byteps-two-nodes-rdma": RDMA_SITE,
+    "torchrun-two-nodes-rdma": RDMA_SITE,
+    "plain-rdma-off": RDMA_SITE,
+    "horovod-two-nodes-tcp-site": {"rdma": False, "socket_ifname": "eth0"},
 }
 
 
@@ -96,10 +163,14 @@ def _check(path: Path, text: str) -> None:
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_golden(case: str, spec: Callable[..., TaskSpec], site: SiteProfile) -> None:
-    plan = compile_task(spec(name=case, **CASES[case]), site)
+def test_golden(case: str, spec: Callable[..., TaskSpec], site_with: Callable[..., SiteProfile]) -> None:
+    plan = compile_task(spec(name=case, **CASES[case]), site_with(**CASE_SITES.get(case, {})))
     _check(GOLDEN / f"{case}.launch.sh", plan.script)
     _check(GOLDEN / f"{case}.plan.json", plan.model_dump_json(indent=2) + "\n")
+
+
+def test_case_sites_name_cases() -> None:
+    assert set(CASE_SITES) <= set(CASES)
 
 
 def test_no_stale_golden_files() -> None:
