@@ -56,7 +56,8 @@ def test_a_request_over_a_cap_is_refused_at_submit_saying_by_how_much(svc, tmp_p
     second = submit(svc, "quinn", task(tmp_path, "two", 1))
     quinn.wait_status(first, {"running"})
     t = wait_queue_reason(quinn, second, "Quota")
-    assert "at most 1" in t["queue"]["detail"] and t["reason"].startswith("Quota: ")
+    detail = t["queue"]["detail"]
+    assert "quinn" in detail and "1 GPU" in detail and t["reason"].startswith("Quota: "), detail
     # raising the cap lets it start at once: the service reloads quotas when they change
     assert admin.call("PUT", "/api/admin/quotas/user/quinn", {"max_gpus": 2})[0] == 200
     quinn.wait_status(second, {"running"})
