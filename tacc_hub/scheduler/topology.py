@@ -56,13 +56,14 @@ def switches_of(placement: Placement, switch: dict[str, str]) -> int:
 class FreeMap:
     """Free GPU slots per node, mutable for planning one pass (the input views are not touched)."""
 
-    __slots__ = ("free", "node_size", "switch", "total")
+    __slots__ = ("free", "gen", "node_size", "switch", "total")
 
     def __init__(self, nodes: Iterable[NodeView]) -> None:
         self.free: dict[str, list[int]] = {}
         self.switch: dict[str, str] = {}
         self.node_size = 0
         self.total = 0
+        self.gen = 0  # bumped on every change: callers may cache fits per generation
         for n in nodes:
             self.free[n.name] = list(n.free)
             self.switch[n.name] = n.switch
@@ -83,12 +84,49 @@ class FreeMap:
             taken = set(slot.gpus)
             self.free[slot.node] = [g for g in self.free[slot.node] if g not in taken]
             self.total -= len(taken)
+        self.gen += 1
 
     def give(self, placement: Placement) -> None:
+        free = self.free
         for slot in placement.nodes:
-            if slot.node in self.free:
-                self.free[slot.node] = sorted(set(self.free[slot.node]) | set(slot.gpus))
-        self.total = sum(len(f) for f in self.free.values())
+            old = free.get(slot.node)
+            if old is not None:
+                new = sorted(set(old) | set(slot.gpus))
+                free[slot.node] = new
+                self.total += len(new) - len(old)
+        self.gen += 1
+
+    def packed(self, nodes: int, gpus_per_node: int, flexible: bool = False) -> bool:
+        """Whether ``fit`` would return a placement that is not spread (without building it)."""
+        need = nodes * gpus_per_node
+        if need <= 0:
+            return True
+        if need > self.total:
+            return False
+        if flexible:
+            least = min_nodes(need, self.node_size)
+            if least == 1:
+                return any(len(f) >= need for f in self.free.values())
+            by_switch: dict[str, list[int]] = {}
+            sw = self.switch
+            for name, free in self.free.items():
+                if free:
+                    by_switch.setdefault(sw[name], []).append(len(free))
+            for ks in by_switch.values():
+                if len(ks) >= least and sum(ks) >= need and sum(sorted(ks, reverse=True)[:least]) >= need:
+                    return True
+            return False
+        if nodes == 1:
+            return any(len(f) >= gpus_per_node for f in self.free.values())
+        count: dict[str, int] = {}
+        sw = self.switch
+        for name, free in self.free.items():
+            if len(free) >= gpus_per_node:
+                s = sw[name]
+                c = count[s] = count.get(s, 0) + 1
+                if c >= nodes:
+                    return True
+        return False
 
     def fit(self, nodes: int, gpus_per_node: int, flexible: bool = False) -> Fit | None:
         """The best placement for this shape now (see the module docstring), or None."""
@@ -139,14 +177,28 @@ class FreeMap:
         return self._slots([(n, per_node) for n in chosen[:nodes]], True)
 
     def _greedy(self, names: list[str], need: int) -> list[tuple[str, int]] | None:
+        free = self.free
         counts: list[tuple[str, int]] = []
-        for name in sorted(names, key=lambda n: (-len(self.free[n]), n)):
-            k = min(len(self.free[name]), need)
+        for _, name in sorted([(-len(free[n]), n) for n in names]):
+            k = min(len(free[name]), need)
             if k <= 0:
                 break
             counts.append((name, k))
             need -= k
         return counts if need == 0 else None
+
+    @staticmethod
+    def _greedy_nodes(ks: list[int], need: int) -> int | None:
+        """How many nodes ``_greedy`` would use on nodes with these free counts (None: they cannot hold ``need``)."""
+        n = 0
+        for k in sorted(ks, reverse=True):
+            if k <= 0:
+                break
+            n += 1
+            need -= k
+            if need <= 0:
+                return n
+        return None
 
     def _fit_flexible(self, need: int) -> Fit | None:
         least = min_nodes(need, self.node_size)
@@ -155,15 +207,31 @@ class FreeMap:
             if name is not None:
                 return self._slots([(name, need)], False)
         by_switch: dict[str, list[str]] = {}
+        sizes: dict[str, list[int]] = {}
+        swof = self.switch
         for name, free in self.free.items():
             if free:
-                by_switch.setdefault(self.switch[name], []).append(name)
-        best: list[tuple[str, int]] | None = None
-        for sw in sorted(by_switch):
-            counts = self._greedy(by_switch[sw], need)
-            if counts is not None and (best is None or len(counts) < len(best)):
-                best = counts
-        if best is not None:
+                s = swof[name]
+                if s in by_switch:
+                    by_switch[s].append(name)
+                    sizes[s].append(len(free))
+                else:
+                    by_switch[s] = [name]
+                    sizes[s] = [len(free)]
+        best_sw: str | None = None
+        best_n = 1 << 30
+        for sw in sorted(by_switch):  # the first switch with the fewest nodes (as _greedy would pick them)
+            ks = sizes[sw]
+            if sum(ks) < need:
+                continue
+            n = self._greedy_nodes(ks, need)
+            if n is not None and n < best_n:
+                best_sw, best_n = sw, n
+                if n <= least:
+                    break  # nobody does better than the fewest possible
+        if best_sw is not None:
+            best = self._greedy(by_switch[best_sw], need)
+            assert best is not None
             return self._slots(best, len(best) > least)
         counts = self._greedy(list(self.free), need)
         return None if counts is None else self._slots(counts, True)

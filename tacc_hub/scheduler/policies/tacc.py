@@ -145,6 +145,8 @@ class _Pass:
             *self.q.groups.values(), self.q.default_group))
         self.ends: list[tuple[float, int, TaskView]] | None = None
         self.waits: dict[tuple[int, int, bool, int], float] = {}  # packed_wait per shape and actions so far
+        self.fits: dict[tuple[int, int, bool, bool], Fit | None] = {}  # fit per shape, for map generation fits_gen
+        self.fits_gen = -1
 
     # -- quotas ----------------------------------------------------------------------------------
 
@@ -256,11 +258,21 @@ class _Pass:
             self.held_u[t.owner] = self.held_u.get(t.owner, 0) + sign * t.gpus
             self.held_g[t.group] = self.held_g.get(t.group, 0) + sign * t.gpus
 
-    def fit(self, t: TaskView, free: FreeMap | None = None) -> Fit | None:
-        free = free or self.free
+    def fit(self, t: TaskView) -> Fit | None:
+        """``t``'s placement in the pass's map now; cached per shape until the map changes."""
+        free = self.free
+        if free.gen != self.fits_gen:
+            self.fits.clear()
+            self.fits_gen = free.gen
+        key = (t.nodes, t.gpus_per_node, t.flexible, t.spread_ok)
+        try:
+            return self.fits[key]
+        except KeyError:
+            pass
         fit = free.fit(t.nodes, t.gpus_per_node, t.flexible)
         if fit is not None and not t.spread_ok and fit.spread and switches_of(fit.placement, free.switch) > 1:
-            return None
+            fit = None
+        self.fits[key] = fit
         return fit
 
     def preempt_for(self, t: TaskView, lv: tuple[int, int, int],
@@ -361,8 +373,7 @@ class _Pass:
             if v.placement is None or v.id in self.preempted:
                 continue
             sim.give(v.placement)
-            fit = sim.fit(t.nodes, t.gpus_per_node, t.flexible)
-            if fit is not None and not fit.spread:
+            if sim.packed(t.nodes, t.gpus_per_node, t.flexible):
                 return max(0.0, end - self.now)
         return math.inf
 
