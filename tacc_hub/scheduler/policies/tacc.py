@@ -50,7 +50,7 @@ from typing import ClassVar
 from ..policy import Action, Explanation, Preempt, Quotas, Start, TaskView, View, Wake
 from ..topology import Fit, FreeMap, min_nodes, switches_of
 from .tacc_queue import Queue, Rank
-from .tacc_running import Running, expected_run
+from .tacc_running import Running
 
 Slowdown = Callable[[int, int, int, int], float]  # (gpus, nodes, min nodes, switches) -> run-time factor >= 1
 
@@ -116,7 +116,9 @@ class Tacc:
         if not view.waiting:
             return []
         self._prepare(view)
-        return _Pass(self, view).run()
+        out = _Pass(self, view).run()
+        self.queue.hint = [a.task_id for a in out if isinstance(a, Start)]  # they leave the queue: cheap sync
+        return out
 
     def explain(self, view: View) -> dict[int, Explanation]:
         from .tacc_explain import explain
@@ -343,7 +345,7 @@ class _Pass:
         where = f"{nodes} nodes" + (f", {sw} switches over TCP" if sw > 1 else "")
         if factor <= 1.0:
             return f"spread over {where}: no slowdown expected"
-        cost = expected_run(t, self.p.queue) * (factor - 1.0)
+        cost = self.p.queue.expected_run(t) * (factor - 1.0)
         wait = self.packed_wait(t)
         if wait < cost:
             return None
@@ -386,7 +388,7 @@ class _Pass:
             return self.now, avail - head.gpus
         ends = [(e, v.gpus) for e, _, v in self.running_ends()]
         q = self.p.queue
-        ends += [(self.now + expected_run(self.view.waiting[a.task_id], q), self.view.waiting[a.task_id].gpus)
+        ends += [(self.now + q.expected_run(self.view.waiting[a.task_id]), self.view.waiting[a.task_id].gpus)
                  for a in self.out if isinstance(a, Start)]
         ends.sort()
         for end, gpus in ends:
@@ -400,7 +402,7 @@ class _Pass:
         if t.preemptible and lv > head_lv:
             return True, shadow
         at, extra = shadow
-        if self.now + expected_run(t, self.p.queue) <= at:
+        if self.now + self.p.queue.expected_run(t) <= at:
             return True, shadow
         if t.gpus <= extra:
             return True, (at, extra - t.gpus)
