@@ -308,10 +308,11 @@ class _Pass:
             free.give(v.placement)
             taken.append(v)
             lost[v.group] = lost.get(v.group, 0) + v.gpus
-            if t.gpus <= free.total:
+            if free.packed(t.nodes, t.gpus_per_node, t.flexible):  # as fit() not spread, without building it
                 fit = self.fit(t)
-                if fit is not None and not fit.spread:
-                    break
+                break
+        if fit is None and taken and t.gpus <= free.total:
+            fit = self.fit(t)  # the best (spread) placement once every victim tried is given back
         if fit is None or not taken or (fit.spread and not allow_spread):
             for v in taken:
                 if v.placement is not None:

@@ -67,7 +67,8 @@ class Queue:
         self.known: dict[int, TaskView] = {}
         self.entry: dict[int, tuple[Any, int, int, TaskView]] = {}  # the live list entry per task (not starving)
         self.starve_entry: dict[int, tuple[float, int, int, TaskView]] = {}  # the live entry in ``starving``
-        self.hint: list[int] = []  # tasks that probably left the queue since the last sync (started by the policy)
+        self.hint: list[int] = []
+        self.fresh = False  # the last sync met fresh views equal to known ones  # tasks that probably left the queue since the last sync (started by the policy)
         self.runs: dict[int, tuple[TaskView, Model, float]] = {}  # expected_run per waiting task and model
         self.entries = 0
         self.starve_heap: list[tuple[float, int, TaskView]] = []
@@ -172,21 +173,25 @@ class Queue:
 
     def _sync(self, view: View) -> None:
         waiting, known = view.waiting, self.known
-        # new or changed views (a caller may build fresh views each pass: then compare values), found in C
-        for tid in compress(waiting.keys(), map(is_not, map(known.get, waiting.keys()), waiting.values())):
-            t = waiting[tid]
-            seen = known.get(tid)
-            if seen is None or _moved(seen, t):
-                self._insert(t)
-        # now every waiting task is known: the known ones not waiting are the extra ones
-        if len(known) != len(waiting):
-            for tid in self.hint:
-                if tid in known and tid not in waiting:
-                    self._forget(tid)
+        for tid in self.hint:  # started last pass: most likely gone
+            if tid in known and tid not in waiting:
+                self._forget(tid)
+        self.hint = []
+        # unchanged (the same view objects: a C loop that compares identities first): nothing to do
+        if len(known) != len(waiting) or self.fresh or known != waiting:
+            self.fresh = False
+            # new or changed views (a caller may build fresh views each pass: then compare values), found in C
+            for tid in compress(waiting.keys(), map(is_not, map(known.get, waiting.keys()), waiting.values())):
+                t = waiting[tid]
+                seen = known.get(tid)
+                if seen is None or _moved(seen, t):
+                    self._insert(t)
+                else:
+                    self.fresh = True  # the caller builds fresh views: comparing them all costs, skip that next time
+            # now every waiting task is known: the known ones not waiting are the extra ones
             if len(known) != len(waiting):
                 for tid in known.keys() - waiting.keys():
                     self._forget(tid)
-        self.hint = []
         now = view.now
         heap = self.starve_heap
         while heap and heap[0][0] <= now:
