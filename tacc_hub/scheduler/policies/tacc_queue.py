@@ -177,6 +177,14 @@ class Queue:
             if tid in known and tid not in waiting:
                 self._forget(tid)
         self.hint = []
+        if not self.fresh and len(waiting) > len(known):  # arrivals are usually appended: insert the new tail
+            new = []
+            for tid in reversed(waiting.keys()):
+                if tid in known:
+                    break
+                new.append(tid)
+            for tid in reversed(new):
+                self._insert(waiting[tid])
         # unchanged (the same view objects: a C loop that compares identities first): nothing to do
         if len(known) != len(waiting) or self.fresh or known != waiting:
             self.fresh = False
