@@ -43,6 +43,7 @@ position and estimate consistent with this order.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable
 from typing import ClassVar
@@ -332,9 +333,13 @@ class _Pass:
 
     def running_ends(self) -> list[tuple[float, int, TaskView]]:
         if self.ends is None:
-            now, end = self.now, self.p.running.end
-            self.ends = sorted((max(now, end.get(t.id, now)), t.id, t) for t in self.view.running.values()
-                               if t.id not in self.preempted)
+            # as sorted((max(now, end), id, view) for the running tasks not preempted), from Running's sorted ends
+            now, base = self.now, self.p.running.ends()
+            k = bisect.bisect_right(base, now, key=_first)
+            ends = sorted([(now, tid, t) for _, tid, t in base[:k]]) + base[k:] if k else base
+            if self.preempted:
+                ends = [e for e in ends if e[1] not in self.preempted]
+            self.ends = ends
         return self.ends
 
     def spread_or_wait(self, t: TaskView, fit: Fit) -> str | None:
@@ -419,6 +424,10 @@ class _Pass:
         nxt = min((x for x in at if x > self.now), default=None)
         if nxt is not None:
             self.out.append(Wake(nxt))
+
+
+def _first(e: tuple[float, int, TaskView]) -> float:
+    return e[0]
 
 
 def _packed_note(fit: Fit) -> str:
