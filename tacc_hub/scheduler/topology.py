@@ -56,7 +56,7 @@ def switches_of(placement: Placement, switch: dict[str, str]) -> int:
 class FreeMap:
     """Free GPU slots per node, mutable for planning one pass (the input views are not touched)."""
 
-    __slots__ = ("free", "gen", "node_size", "switch", "total")
+    __slots__ = ("_members", "free", "gen", "node_size", "switch", "total")
 
     def __init__(self, nodes: Iterable[NodeView]) -> None:
         self.free: dict[str, list[int]] = {}
@@ -64,6 +64,7 @@ class FreeMap:
         self.node_size = 0
         self.total = 0
         self.gen = 0  # bumped on every change: callers may cache fits per generation
+        self._members: dict[str, list[str]] | None = None  # node names per switch, built when first needed
         for n in nodes:
             self.free[n.name] = list(n.free)
             self.switch[n.name] = n.switch
@@ -106,7 +107,7 @@ class FreeMap:
         if flexible:
             least = min_nodes(need, self.node_size)
             if least == 1:
-                return any(len(f) >= need for f in self.free.values())
+                return max(map(len, self.free.values())) >= need
             by_switch: dict[str, list[int]] = {}
             sw = self.switch
             for name, free in self.free.items():
@@ -117,7 +118,7 @@ class FreeMap:
                     return True
             return False
         if nodes == 1:
-            return any(len(f) >= gpus_per_node for f in self.free.values())
+            return max(map(len, self.free.values())) >= gpus_per_node
         count: dict[str, int] = {}
         sw = self.switch
         for name, free in self.free.items():
@@ -126,6 +127,33 @@ class FreeMap:
                 c = count[s] = count.get(s, 0) + 1
                 if c >= nodes:
                     return True
+        return False
+
+    def packed_after_give(self, placement: Placement, nodes: int, gpus_per_node: int, flexible: bool) -> bool:
+        """``packed(...)`` right after ``give(placement)``, given it was False before: only the switches the
+        placement touches changed (more free GPUs), so only they can now hold a packed placement."""
+        need = nodes * gpus_per_node
+        if need > self.total:
+            return False
+        free = self.free
+        if flexible:
+            least = min_nodes(need, self.node_size)
+            if least == 1:
+                return any(len(free.get(s.node, ())) >= need for s in placement.nodes)
+        elif nodes == 1:
+            return any(len(free.get(s.node, ())) >= gpus_per_node for s in placement.nodes)
+        members = self._members
+        if members is None:
+            members = self._members = {}
+            for name, sw in self.switch.items():
+                members.setdefault(sw, []).append(name)
+        for sw in {self.switch[s.node] for s in placement.nodes if s.node in free}:
+            if flexible:
+                ks = sorted((len(free[n]) for n in members[sw]), reverse=True)
+                if sum(ks[:least]) >= need:
+                    return True
+            elif sum(1 for n in members[sw] if len(free[n]) >= gpus_per_node) >= nodes:
+                return True
         return False
 
     def fit(self, nodes: int, gpus_per_node: int, flexible: bool = False) -> Fit | None:

@@ -375,13 +375,15 @@ class _Pass:
                 v = self.view.running[a.task_id]
                 if v.placement is not None:
                     sim.give(v.placement)
+        shape = (t.nodes, t.gpus_per_node, t.flexible)
+        already = sim.packed(*shape)  # then packed after the first give too (more free GPUs never unpack)
         for k, (end, _, v) in enumerate(self.running_ends()):
             if k >= 32:
                 break  # bounds the work; past the 32 next ends the estimate is "long" anyway
             if v.placement is None or v.id in self.preempted:
                 continue
             sim.give(v.placement)
-            if sim.packed(t.nodes, t.gpus_per_node, t.flexible):
+            if already or sim.packed_after_give(v.placement, *shape):
                 return max(0.0, end - self.now)
         return math.inf
 
