@@ -44,6 +44,9 @@ class Fit:
     spread: bool
 
 
+Plan = tuple[list[tuple[str, int]], bool]  # (node, GPU count) pairs, spread
+
+
 def min_nodes(gpus: int, node_size: int) -> int:
     """The fewest nodes of ``node_size`` GPUs that hold ``gpus`` GPUs."""
     return max(1, -(-gpus // max(1, node_size)))
@@ -158,19 +161,33 @@ class FreeMap:
 
     def fit(self, nodes: int, gpus_per_node: int, flexible: bool = False) -> Fit | None:
         """The best placement for this shape now (see the module docstring), or None."""
+        plan = self.plan(nodes, gpus_per_node, flexible)
+        return None if plan is None else self.build(plan)
+
+    def plan(self, nodes: int, gpus_per_node: int, flexible: bool = False) -> Plan | None:
+        """What ``fit`` would place, as (node, GPU count) pairs and whether it is spread, without building it.
+
+        ``build`` turns it into the ``Fit``; valid only while the map is unchanged (same ``gen``)."""
         need = nodes * gpus_per_node
         if need <= 0:
-            return Fit(Placement(nodes=[]), False)
+            return ([], False)
         if need > self.total:
             return None
         if flexible:
             return self._fit_flexible(need)
         return self._fit_rigid(nodes, gpus_per_node)
 
-    def _slots(self, counts: list[tuple[str, int]], spread: bool) -> Fit:
+    def build(self, plan: Plan) -> Fit:
+        counts, spread = plan
+        if not counts:
+            return Fit(Placement(nodes=[]), False)
         # built from the map's own free lists: valid by construction, so pydantic validation is skipped
         slots = [NodeSlots.model_construct(node=n, gpus=self.free[n][:k]) for n, k in counts]
         return Fit(Placement.model_construct(nodes=slots), spread)
+
+    @staticmethod
+    def _slots(counts: list[tuple[str, int]], spread: bool) -> Plan:
+        return counts, spread
 
     def _best_single(self, need: int) -> str | None:
         """The node with the fewest free GPUs that still holds ``need`` (ties: first by name)."""
@@ -183,7 +200,7 @@ class FreeMap:
             best, best_free = name, k
         return best
 
-    def _fit_rigid(self, nodes: int, per_node: int) -> Fit | None:
+    def _fit_rigid(self, nodes: int, per_node: int) -> Plan | None:
         if nodes == 1:
             name = self._best_single(per_node)
             return None if name is None else self._slots([(name, per_node)], False)
@@ -228,7 +245,7 @@ class FreeMap:
                 return n
         return None
 
-    def _fit_flexible(self, need: int) -> Fit | None:
+    def _fit_flexible(self, need: int) -> Plan | None:
         least = min_nodes(need, self.node_size)
         if least == 1:
             name = self._best_single(need)

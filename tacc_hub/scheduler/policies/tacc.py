@@ -49,7 +49,8 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from ..policy import Action, Explanation, Preempt, Quotas, Start, TaskView, View, Wake
-from ..topology import Fit, FreeMap, min_nodes, switches_of
+from ..cluster import Placement
+from ..topology import FreeMap, Plan, min_nodes
 from .tacc_queue import Queue, Rank
 from .tacc_running import Running
 
@@ -148,7 +149,7 @@ class _Pass:
             *self.q.groups.values(), self.q.default_group))
         self.ends: list[tuple[float, int, TaskView]] | None = None
         self.waits: dict[tuple[int, int, bool, int], float] = {}  # packed_wait per shape and actions so far
-        self.fits: dict[tuple[int, int, bool, bool], Fit | None] = {}  # fit per shape, for map generation fits_gen
+        self.fits: dict[tuple[int, int, bool, bool], _Fit | None] = {}  # fit per shape, for map generation fits_gen
         self.fits_gen = -1
 
     # -- quotas ----------------------------------------------------------------------------------
@@ -205,7 +206,7 @@ class _Pass:
                 if not bf_ok and not can_preempt and not self.below_guarantee(t):
                     continue
             shape = (t.nodes, t.gpus_per_node, t.flexible, t.spread_ok)
-            fit: Fit | None = None
+            fit: _Fit | None = None
             tried = bf_ok and t.gpus <= free.total and shape not in failed
             if tried:
                 fit = self.fit(t)
@@ -261,7 +262,7 @@ class _Pass:
             self.held_u[t.owner] = self.held_u.get(t.owner, 0) + sign * t.gpus
             self.held_g[t.group] = self.held_g.get(t.group, 0) + sign * t.gpus
 
-    def fit(self, t: TaskView) -> Fit | None:
+    def fit(self, t: TaskView) -> _Fit | None:
         """``t``'s placement in the pass's map now; cached per shape until the map changes."""
         free = self.free
         if free.gen != self.fits_gen:
@@ -272,14 +273,15 @@ class _Pass:
             return self.fits[key]
         except KeyError:
             pass
-        fit = free.fit(t.nodes, t.gpus_per_node, t.flexible)
-        if fit is not None and not t.spread_ok and fit.spread and switches_of(fit.placement, free.switch) > 1:
+        plan = free.plan(t.nodes, t.gpus_per_node, t.flexible)
+        fit = None if plan is None else _Fit(free, plan)
+        if fit is not None and not t.spread_ok and fit.spread and fit.switches() > 1:
             fit = None
         self.fits[key] = fit
         return fit
 
     def preempt_for(self, t: TaskView, lv: tuple[int, int, int],
-                    allow_spread: bool) -> tuple[Fit, list[TaskView]] | None:
+                    allow_spread: bool) -> tuple[_Fit, list[TaskView]] | None:
         """Victims (worst first) that make ``t`` fit, packed (or spread if ``allow_spread``); None: nobody is touched.
 
         Victims are tried worst first until a packed placement appears; those whose
@@ -289,8 +291,9 @@ class _Pass:
             self.victims = self.p.running.victims(self.view, self.preempted)
         reclaim = self.below_guarantee(t)
         free = self.free
+        gen0 = free.gen
         taken: list[TaskView] = []
-        fit: Fit | None = None
+        fit: _Fit | None = None
         lost: dict[str, int] = {}  # GPUs taken from each group in this search
         for r, v in self.victims:
             if v.id in self.preempted or v.placement is None:
@@ -318,6 +321,7 @@ class _Pass:
             for v in taken:
                 if v.placement is not None:
                     free.take(v.placement)
+            free.gen = gen0  # every victim taken back: the map is as it was (fits planned before stay valid)
             return None
         used = {(s.node, g) for s in fit.placement.nodes for g in s.gpus}
         needed = []
@@ -342,11 +346,11 @@ class _Pass:
             self.ends = ends
         return self.ends
 
-    def spread_or_wait(self, t: TaskView, fit: Fit) -> str | None:
+    def spread_or_wait(self, t: TaskView, fit: _Fit) -> str | None:
         """The note of a spread start, or None when waiting for a packed placement is cheaper."""
-        nodes = len(fit.placement.nodes)
+        nodes = len(fit.counts)
         least = min_nodes(t.gpus, self.free.node_size)
-        sw = switches_of(fit.placement, self.free.switch)
+        sw = fit.switches()
         factor = self.p.slowdown(t.gpus, nodes, least, sw)
         where = f"{nodes} nodes" + (f", {sw} switches over TCP" if sw > 1 else "")
         if factor <= 1.0:
@@ -428,11 +432,37 @@ class _Pass:
             self.out.append(Wake(nxt))
 
 
+class _Fit:
+    """``FreeMap.fit``'s answer with the placement built on first use (most fits tried in a pass start nothing).
+
+    Valid while the pass's map is unchanged since the plan (the placement is built from its free lists)."""
+
+    __slots__ = ("_placement", "counts", "free", "gen", "spread")
+
+    def __init__(self, free: FreeMap, plan: Plan) -> None:
+        self.free, self.gen = free, free.gen
+        self.counts, self.spread = plan
+        self._placement: Placement | None = None
+
+    @property
+    def placement(self) -> Placement:
+        if self._placement is None:
+            if self.free.gen != self.gen:
+                raise RuntimeError("a placement planned on a map that changed since")
+            self._placement = self.free.build((self.counts, self.spread)).placement
+        return self._placement
+
+    def switches(self) -> int:
+        """How many switches the placement spans (``topology.switches_of``)."""
+        sw = self.free.switch
+        return len({sw.get(n, "") for n, _ in self.counts})
+
+
 def _first(e: tuple[float, int, TaskView]) -> float:
     return e[0]
 
 
-def _packed_note(fit: Fit) -> str:
+def _packed_note(fit: _Fit) -> str:
     n = len(fit.placement.nodes)
     return "packed on one node" if n == 1 else f"packed on {n} nodes of one switch"
 
