@@ -278,5 +278,5 @@ class FreeMap:
             best = self._greedy(by_switch[best_sw], need)
             assert best is not None
             return self._slots(best, len(best) > least)
-        counts = self._greedy(list(self.free), need)
+        counts = self._greedy([n for n, f in self.free.items() if f], need)  # empty nodes would end it anyway
         return None if counts is None else self._slots(counts, True)

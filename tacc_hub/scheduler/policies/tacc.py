@@ -295,6 +295,8 @@ class _Pass:
         taken: list[TaskView] = []
         fit: _Fit | None = None
         lost: dict[str, int] = {}  # GPUs taken from each group in this search
+        shape = (t.nodes, t.gpus_per_node, t.flexible)
+        already = free.packed(*shape)  # then packed after any give; else only the given switches can change that
         for r, v in self.victims:
             if v.id in self.preempted or v.placement is None:
                 continue
@@ -312,7 +314,7 @@ class _Pass:
             free.give(v.placement)
             taken.append(v)
             lost[v.group] = lost.get(v.group, 0) + v.gpus
-            if free.packed(t.nodes, t.gpus_per_node, t.flexible):  # as fit() not spread, without building it
+            if already or free.packed_after_give(v.placement, *shape):  # as fit() not spread, without building it
                 fit = self.fit(t)
                 break
         if fit is None and taken and t.gpus <= free.total:
