@@ -37,6 +37,7 @@ class Running:
         self.epoch = -1
         self._victims: list[tuple[Rank, TaskView]] | None = None  # preemptible ones, worst first (None: stale)
         self._ends: list[tuple[float, int, TaskView]] | None = None  # (expected end, id, view), sorted
+        self.fresh = False  # the last sync met fresh views of unchanged runs
 
     def _add(self, t: TaskView, queue: Queue, now: float) -> None:
         self._victims = self._ends = None
@@ -80,22 +81,26 @@ class Running:
                 self._add(t, queue, now)
             return
         rank = self.rank
-        if len(rank) != len(running) or rank.keys() != running.keys():
-            for tid in rank.keys() - running.keys():
-                self._drop(tid)
         views = self.views
-        # new tasks, and runs that changed (a caller may build fresh views each pass), found in C
-        for tid in compress(running.keys(), map(is_not, map(views.get, running.keys()), running.values())):
-            t = running[tid]
-            cur = rank.get(tid)
-            if cur is None:
-                self._add(t, queue, now)
-            elif (cur[0].start, cur[0].done, cur[0].rate) != (t.start, t.done, t.rate):
-                self._drop(tid)
-                self._add(t, queue, now)
-            else:
-                views[tid] = t  # the same run, a fresh object: remember it, so the next pass skips it
-                self._ends = None
+        # the same view objects as last pass (compared in C, identities first): nothing changed
+        if self.fresh or len(views) != len(running) or views != running:
+            self.fresh = False
+            if len(rank) != len(running) or rank.keys() != running.keys():
+                for tid in rank.keys() - running.keys():
+                    self._drop(tid)
+            # new tasks, and runs that changed (a caller may build fresh views each pass), found in C
+            for tid in compress(running.keys(), map(is_not, map(views.get, running.keys()), running.values())):
+                t = running[tid]
+                cur = rank.get(tid)
+                if cur is None:
+                    self._add(t, queue, now)
+                elif (cur[0].start, cur[0].done, cur[0].rate) != (t.start, t.done, t.rate):
+                    self._drop(tid)
+                    self._add(t, queue, now)
+                else:
+                    views[tid] = t  # the same run, a fresh object: remember it, so the next pass skips it
+                    self._ends = None
+                    self.fresh = True  # fresh views: skip the (then costly) equality test next pass
         heap = self.changes
         while heap and heap[0][0] <= now:
             _, tid, start = heapq.heappop(heap)
