@@ -151,6 +151,8 @@ class _Pass:
         self.waits: dict[tuple[int, int, bool, int], float] = {}  # packed_wait per shape and actions so far
         self.fits: dict[tuple[int, int, bool, bool], _Fit | None] = {}  # fit per shape, for map generation fits_gen
         self.fits_gen = -1
+        self.nogo: set[tuple[object, ...]] = set()  # preemption searches that failed, for map generation nogo_gen
+        self.nogo_gen = -1
 
     # -- quotas ----------------------------------------------------------------------------------
 
@@ -292,6 +294,16 @@ class _Pass:
         reclaim = self.below_guarantee(t)
         free = self.free
         gen0 = free.gen
+        # without guarantees the search depends only on these and the map (a failed one leaves it unchanged)
+        memo = None if self.reclaim else (lv, t.nodes, t.gpus_per_node, t.flexible, t.spread_ok, allow_spread)
+        if memo is not None:
+            if self.nogo_gen != gen0:
+                self.nogo.clear()
+                self.nogo_gen = gen0
+            if memo in self.nogo:
+                return None
+        saved: dict[str, list[int]] = {}  # free lists before the first give, to put back as they were
+        total0 = free.total
         taken: list[TaskView] = []
         fit: _Fit | None = None
         lost: dict[str, int] = {}  # GPUs taken from each group in this search
@@ -311,6 +323,9 @@ class _Pass:
                 continue  # a fresh run is not cut short (no ping-pong paying restarts), except for a starving task
             if len(taken) >= 64:
                 break  # bounds a pass: victims come worst first, scattered; 64 is plenty for one task
+            for sl in v.placement.nodes:
+                if sl.node not in saved and sl.node in free.free:
+                    saved[sl.node] = free.free[sl.node]
             free.give(v.placement)
             taken.append(v)
             lost[v.group] = lost.get(v.group, 0) + v.gpus
@@ -320,10 +335,11 @@ class _Pass:
         if fit is None and taken and t.gpus <= free.total:
             fit = self.fit(t)  # the best (spread) placement once every victim tried is given back
         if fit is None or not taken or (fit.spread and not allow_spread):
-            for v in taken:
-                if v.placement is not None:
-                    free.take(v.placement)
-            free.gen = gen0  # every victim taken back: the map is as it was (fits planned before stay valid)
+            free.free.update(saved)  # every victim taken back: the map is as it was (give builds new lists)
+            free.total = total0
+            free.gen = gen0  # fits planned before stay valid
+            if memo is not None:
+                self.nogo.add(memo)
             return None
         used = {(s.node, g) for s in fit.placement.nodes for g in s.gpus}
         needed = []
