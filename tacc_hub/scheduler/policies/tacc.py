@@ -48,8 +48,8 @@ import math
 from collections.abc import Callable
 from typing import ClassVar
 
-from ..policy import Action, Explanation, Preempt, Quotas, Start, TaskView, View, Wake
 from ..cluster import Placement
+from ..policy import Action, Explanation, Preempt, Quotas, Start, TaskView, View, Wake
 from ..topology import FreeMap, Plan, min_nodes
 from .tacc_queue import Queue, Rank
 from .tacc_running import Running

@@ -27,8 +27,10 @@ by rank: the owner orders their own tasks.
 Invariants: waiting tasks are held in one sorted list per (group, user) whose
 order does not depend on fair share (a shift moves a whole list), so a
 fair-share update costs no re-sort; a list is rebuilt only when the duration
-model changes. Entries hold the exact ``TaskView`` they were made from; stale
-ones (the task left, or came back with new service) are skipped and dropped. A
+model changes. Entries hold the exact ``TaskView`` they were made from; an entry
+is removed (by bisection) when its task leaves, comes back with new service or
+starts starving (then it is walked from ``starving``), so a walk meets only live
+entries and costs what it yields. A
 caller may pass the same ``TaskView`` objects pass after pass (the simulator) or
 fresh ones (a service): a fresh view equal in every ranked field keeps its entry
 (``ranked`` then yields the first view seen: the same values).
@@ -67,8 +69,8 @@ class Queue:
         self.known: dict[int, TaskView] = {}
         self.entry: dict[int, tuple[Any, int, int, TaskView]] = {}  # the live list entry per task (not starving)
         self.starve_entry: dict[int, tuple[float, int, int, TaskView]] = {}  # the live entry in ``starving``
-        self.hint: list[int] = []
-        self.fresh = False  # the last sync met fresh views equal to known ones  # tasks that probably left the queue since the last sync (started by the policy)
+        self.hint: list[int] = []  # tasks that probably left the queue since the last sync (started by the policy)
+        self.fresh = False  # the last sync met fresh views equal to known ones
         self.runs: dict[int, tuple[TaskView, Model, float]] = {}  # expected_run per waiting task and model
         self.entries = 0
         self.starve_heap: list[tuple[float, int, TaskView]] = []
