@@ -44,6 +44,9 @@ class Fit:
     spread: bool
 
 
+Plan = tuple[list[tuple[str, int]], bool]  # (node, GPU count) pairs, spread
+
+
 def min_nodes(gpus: int, node_size: int) -> int:
     """The fewest nodes of ``node_size`` GPUs that hold ``gpus`` GPUs."""
     return max(1, -(-gpus // max(1, node_size)))
@@ -56,13 +59,15 @@ def switches_of(placement: Placement, switch: dict[str, str]) -> int:
 class FreeMap:
     """Free GPU slots per node, mutable for planning one pass (the input views are not touched)."""
 
-    __slots__ = ("free", "node_size", "switch", "total")
+    __slots__ = ("_members", "free", "gen", "node_size", "switch", "total")
 
     def __init__(self, nodes: Iterable[NodeView]) -> None:
         self.free: dict[str, list[int]] = {}
         self.switch: dict[str, str] = {}
         self.node_size = 0
         self.total = 0
+        self.gen = 0  # bumped on every change: callers may cache fits per generation
+        self._members: dict[str, list[str]] | None = None  # node names per switch, built when first needed
         for n in nodes:
             self.free[n.name] = list(n.free)
             self.switch[n.name] = n.switch
@@ -83,28 +88,106 @@ class FreeMap:
             taken = set(slot.gpus)
             self.free[slot.node] = [g for g in self.free[slot.node] if g not in taken]
             self.total -= len(taken)
+        self.gen += 1
 
     def give(self, placement: Placement) -> None:
+        free = self.free
         for slot in placement.nodes:
-            if slot.node in self.free:
-                self.free[slot.node] = sorted(set(self.free[slot.node]) | set(slot.gpus))
-        self.total = sum(len(f) for f in self.free.values())
+            old = free.get(slot.node)
+            if old is not None:
+                new = sorted(set(old) | set(slot.gpus))
+                free[slot.node] = new
+                self.total += len(new) - len(old)
+        self.gen += 1
+
+    def packed(self, nodes: int, gpus_per_node: int, flexible: bool = False) -> bool:
+        """Whether ``fit`` would return a placement that is not spread (without building it)."""
+        need = nodes * gpus_per_node
+        if need <= 0:
+            return True
+        if need > self.total:
+            return False
+        if flexible:
+            least = min_nodes(need, self.node_size)
+            if least == 1:
+                return max(map(len, self.free.values())) >= need
+            by_switch: dict[str, list[int]] = {}
+            sw = self.switch
+            for name, free in self.free.items():
+                if free:
+                    by_switch.setdefault(sw[name], []).append(len(free))
+            for ks in by_switch.values():
+                if len(ks) >= least and sum(ks) >= need and sum(sorted(ks, reverse=True)[:least]) >= need:
+                    return True
+            return False
+        if nodes == 1:
+            return max(map(len, self.free.values())) >= gpus_per_node
+        count: dict[str, int] = {}
+        sw = self.switch
+        for name, free in self.free.items():
+            if len(free) >= gpus_per_node:
+                s = sw[name]
+                c = count[s] = count.get(s, 0) + 1
+                if c >= nodes:
+                    return True
+        return False
+
+    def packed_after_give(self, placement: Placement, nodes: int, gpus_per_node: int, flexible: bool) -> bool:
+        """``packed(...)`` right after ``give(placement)``, given it was False before: only the switches the
+        placement touches changed (more free GPUs), so only they can now hold a packed placement."""
+        need = nodes * gpus_per_node
+        if need > self.total:
+            return False
+        free = self.free
+        if flexible:
+            least = min_nodes(need, self.node_size)
+            if least == 1:
+                return any(len(free.get(s.node, ())) >= need for s in placement.nodes)
+        elif nodes == 1:
+            return any(len(free.get(s.node, ())) >= gpus_per_node for s in placement.nodes)
+        members = self._members
+        if members is None:
+            members = self._members = {}
+            for name, sw in self.switch.items():
+                members.setdefault(sw, []).append(name)
+        for sw in {self.switch[s.node] for s in placement.nodes if s.node in free}:
+            if flexible:
+                ks = sorted((len(free[n]) for n in members[sw]), reverse=True)
+                if sum(ks[:least]) >= need:
+                    return True
+            elif sum(1 for n in members[sw] if len(free[n]) >= gpus_per_node) >= nodes:
+                return True
+        return False
 
     def fit(self, nodes: int, gpus_per_node: int, flexible: bool = False) -> Fit | None:
         """The best placement for this shape now (see the module docstring), or None."""
+        plan = self.plan(nodes, gpus_per_node, flexible)
+        return None if plan is None else self.build(plan)
+
+    def plan(self, nodes: int, gpus_per_node: int, flexible: bool = False) -> Plan | None:
+        """What ``fit`` would place, as (node, GPU count) pairs and whether it is spread, without building it.
+
+        ``build`` turns it into the ``Fit``; valid only while the map is unchanged (same ``gen``)."""
         need = nodes * gpus_per_node
         if need <= 0:
-            return Fit(Placement(nodes=[]), False)
+            return ([], False)
         if need > self.total:
             return None
         if flexible:
             return self._fit_flexible(need)
         return self._fit_rigid(nodes, gpus_per_node)
 
-    def _slots(self, counts: list[tuple[str, int]], spread: bool) -> Fit:
+    def build(self, plan: Plan) -> Fit:
+        counts, spread = plan
+        if not counts:
+            return Fit(Placement(nodes=[]), False)
         # built from the map's own free lists: valid by construction, so pydantic validation is skipped
         slots = [NodeSlots.model_construct(node=n, gpus=self.free[n][:k]) for n, k in counts]
         return Fit(Placement.model_construct(nodes=slots), spread)
+
+    @staticmethod
+    def _slots(counts: list[tuple[str, int]], spread: bool) -> Plan:
+        return counts, spread
 
     def _best_single(self, need: int) -> str | None:
         """The node with the fewest free GPUs that still holds ``need`` (ties: first by name)."""
@@ -117,7 +200,7 @@ class FreeMap:
             best, best_free = name, k
         return best
 
-    def _fit_rigid(self, nodes: int, per_node: int) -> Fit | None:
+    def _fit_rigid(self, nodes: int, per_node: int) -> Plan | None:
         if nodes == 1:
             name = self._best_single(per_node)
             return None if name is None else self._slots([(name, per_node)], False)
@@ -139,31 +222,61 @@ class FreeMap:
         return self._slots([(n, per_node) for n in chosen[:nodes]], True)
 
     def _greedy(self, names: list[str], need: int) -> list[tuple[str, int]] | None:
+        free = self.free
         counts: list[tuple[str, int]] = []
-        for name in sorted(names, key=lambda n: (-len(self.free[n]), n)):
-            k = min(len(self.free[name]), need)
+        for _, name in sorted([(-len(free[n]), n) for n in names]):
+            k = min(len(free[name]), need)
             if k <= 0:
                 break
             counts.append((name, k))
             need -= k
         return counts if need == 0 else None
 
-    def _fit_flexible(self, need: int) -> Fit | None:
+    @staticmethod
+    def _greedy_nodes(ks: list[int], need: int) -> int | None:
+        """How many nodes ``_greedy`` would use on nodes with these free counts (None: they cannot hold ``need``)."""
+        n = 0
+        for k in sorted(ks, reverse=True):
+            if k <= 0:
+                break
+            n += 1
+            need -= k
+            if need <= 0:
+                return n
+        return None
+
+    def _fit_flexible(self, need: int) -> Plan | None:
         least = min_nodes(need, self.node_size)
         if least == 1:
             name = self._best_single(need)
             if name is not None:
                 return self._slots([(name, need)], False)
         by_switch: dict[str, list[str]] = {}
+        sizes: dict[str, list[int]] = {}
+        swof = self.switch
         for name, free in self.free.items():
             if free:
-                by_switch.setdefault(self.switch[name], []).append(name)
-        best: list[tuple[str, int]] | None = None
-        for sw in sorted(by_switch):
-            counts = self._greedy(by_switch[sw], need)
-            if counts is not None and (best is None or len(counts) < len(best)):
-                best = counts
-        if best is not None:
+                s = swof[name]
+                if s in by_switch:
+                    by_switch[s].append(name)
+                    sizes[s].append(len(free))
+                else:
+                    by_switch[s] = [name]
+                    sizes[s] = [len(free)]
+        best_sw: str | None = None
+        best_n = 1 << 30
+        for sw in sorted(by_switch):  # the first switch with the fewest nodes (as _greedy would pick them)
+            ks = sizes[sw]
+            if sum(ks) < need:
+                continue
+            n = self._greedy_nodes(ks, need)
+            if n is not None and n < best_n:
+                best_sw, best_n = sw, n
+                if n <= least:
+                    break  # nobody does better than the fewest possible
+        if best_sw is not None:
+            best = self._greedy(by_switch[best_sw], need)
+            assert best is not None
             return self._slots(best, len(best) > least)
-        counts = self._greedy(list(self.free), need)
+        counts = self._greedy([n for n, f in self.free.items() if f], need)  # empty nodes would end it anyway
         return None if counts is None else self._slots(counts, True)

@@ -43,14 +43,16 @@ position and estimate consistent with this order.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable
 from typing import ClassVar
 
+from ..cluster import Placement
 from ..policy import Action, Explanation, Preempt, Quotas, Start, TaskView, View, Wake
-from ..topology import Fit, FreeMap, min_nodes, switches_of
+from ..topology import FreeMap, Plan, min_nodes
 from .tacc_queue import Queue, Rank
-from .tacc_running import Running, expected_run
+from .tacc_running import Running
 
 Slowdown = Callable[[int, int, int, int], float]  # (gpus, nodes, min nodes, switches) -> run-time factor >= 1
 
@@ -116,7 +118,9 @@ class Tacc:
         if not view.waiting:
             return []
         self._prepare(view)
-        return _Pass(self, view).run()
+        out = _Pass(self, view).run()
+        self.queue.hint = [a.task_id for a in out if isinstance(a, Start)]  # they leave the queue: cheap sync
+        return out
 
     def explain(self, view: View) -> dict[int, Explanation]:
         from .tacc_explain import explain
@@ -145,6 +149,10 @@ class _Pass:
             *self.q.groups.values(), self.q.default_group))
         self.ends: list[tuple[float, int, TaskView]] | None = None
         self.waits: dict[tuple[int, int, bool, int], float] = {}  # packed_wait per shape and actions so far
+        self.fits: dict[tuple[int, int, bool, bool], _Fit | None] = {}  # fit per shape, for map generation fits_gen
+        self.fits_gen = -1
+        self.nogo: set[tuple[object, ...]] = set()  # preemption searches that failed, for map generation nogo_gen
+        self.nogo_gen = -1
 
     # -- quotas ----------------------------------------------------------------------------------
 
@@ -200,7 +208,7 @@ class _Pass:
                 if not bf_ok and not can_preempt and not self.below_guarantee(t):
                     continue
             shape = (t.nodes, t.gpus_per_node, t.flexible, t.spread_ok)
-            fit: Fit | None = None
+            fit: _Fit | None = None
             tried = bf_ok and t.gpus <= free.total and shape not in failed
             if tried:
                 fit = self.fit(t)
@@ -256,15 +264,26 @@ class _Pass:
             self.held_u[t.owner] = self.held_u.get(t.owner, 0) + sign * t.gpus
             self.held_g[t.group] = self.held_g.get(t.group, 0) + sign * t.gpus
 
-    def fit(self, t: TaskView, free: FreeMap | None = None) -> Fit | None:
-        free = free or self.free
-        fit = free.fit(t.nodes, t.gpus_per_node, t.flexible)
-        if fit is not None and not t.spread_ok and fit.spread and switches_of(fit.placement, free.switch) > 1:
-            return None
+    def fit(self, t: TaskView) -> _Fit | None:
+        """``t``'s placement in the pass's map now; cached per shape until the map changes."""
+        free = self.free
+        if free.gen != self.fits_gen:
+            self.fits.clear()
+            self.fits_gen = free.gen
+        key = (t.nodes, t.gpus_per_node, t.flexible, t.spread_ok)
+        try:
+            return self.fits[key]
+        except KeyError:
+            pass
+        plan = free.plan(t.nodes, t.gpus_per_node, t.flexible)
+        fit = None if plan is None else _Fit(free, plan)
+        if fit is not None and not t.spread_ok and fit.spread and fit.switches() > 1:
+            fit = None
+        self.fits[key] = fit
         return fit
 
     def preempt_for(self, t: TaskView, lv: tuple[int, int, int],
-                    allow_spread: bool) -> tuple[Fit, list[TaskView]] | None:
+                    allow_spread: bool) -> tuple[_Fit, list[TaskView]] | None:
         """Victims (worst first) that make ``t`` fit, packed (or spread if ``allow_spread``); None: nobody is touched.
 
         Victims are tried worst first until a packed placement appears; those whose
@@ -274,9 +293,22 @@ class _Pass:
             self.victims = self.p.running.victims(self.view, self.preempted)
         reclaim = self.below_guarantee(t)
         free = self.free
+        gen0 = free.gen
+        # without guarantees the search depends only on these and the map (a failed one leaves it unchanged)
+        memo = None if self.reclaim else (lv, t.nodes, t.gpus_per_node, t.flexible, t.spread_ok, allow_spread)
+        if memo is not None:
+            if self.nogo_gen != gen0:
+                self.nogo.clear()
+                self.nogo_gen = gen0
+            if memo in self.nogo:
+                return None
+        saved: dict[str, list[int]] = {}  # free lists before the first give, to put back as they were
+        total0 = free.total
         taken: list[TaskView] = []
-        fit: Fit | None = None
+        fit: _Fit | None = None
         lost: dict[str, int] = {}  # GPUs taken from each group in this search
+        shape = (t.nodes, t.gpus_per_node, t.flexible)
+        already = free.packed(*shape)  # then packed after any give; else only the given switches can change that
         for r, v in self.victims:
             if v.id in self.preempted or v.placement is None:
                 continue
@@ -291,17 +323,23 @@ class _Pass:
                 continue  # a fresh run is not cut short (no ping-pong paying restarts), except for a starving task
             if len(taken) >= 64:
                 break  # bounds a pass: victims come worst first, scattered; 64 is plenty for one task
+            for sl in v.placement.nodes:
+                if sl.node not in saved and sl.node in free.free:
+                    saved[sl.node] = free.free[sl.node]
             free.give(v.placement)
             taken.append(v)
             lost[v.group] = lost.get(v.group, 0) + v.gpus
-            if t.gpus <= free.total:
+            if already or free.packed_after_give(v.placement, *shape):  # as fit() not spread, without building it
                 fit = self.fit(t)
-                if fit is not None and not fit.spread:
-                    break
+                break
+        if fit is None and taken and t.gpus <= free.total:
+            fit = self.fit(t)  # the best (spread) placement once every victim tried is given back
         if fit is None or not taken or (fit.spread and not allow_spread):
-            for v in taken:
-                if v.placement is not None:
-                    free.take(v.placement)
+            free.free.update(saved)  # every victim taken back: the map is as it was (give builds new lists)
+            free.total = total0
+            free.gen = gen0  # fits planned before stay valid
+            if memo is not None:
+                self.nogo.add(memo)
             return None
         used = {(s.node, g) for s in fit.placement.nodes for g in s.gpus}
         needed = []
@@ -317,21 +355,25 @@ class _Pass:
 
     def running_ends(self) -> list[tuple[float, int, TaskView]]:
         if self.ends is None:
-            now, end = self.now, self.p.running.end
-            self.ends = sorted((max(now, end.get(t.id, now)), t.id, t) for t in self.view.running.values()
-                               if t.id not in self.preempted)
+            # as sorted((max(now, end), id, view) for the running tasks not preempted), from Running's sorted ends
+            now, base = self.now, self.p.running.ends()
+            k = bisect.bisect_right(base, now, key=_first)
+            ends = sorted([(now, tid, t) for _, tid, t in base[:k]]) + base[k:] if k else base
+            if self.preempted:
+                ends = [e for e in ends if e[1] not in self.preempted]
+            self.ends = ends
         return self.ends
 
-    def spread_or_wait(self, t: TaskView, fit: Fit) -> str | None:
+    def spread_or_wait(self, t: TaskView, fit: _Fit) -> str | None:
         """The note of a spread start, or None when waiting for a packed placement is cheaper."""
-        nodes = len(fit.placement.nodes)
+        nodes = len(fit.counts)
         least = min_nodes(t.gpus, self.free.node_size)
-        sw = switches_of(fit.placement, self.free.switch)
+        sw = fit.switches()
         factor = self.p.slowdown(t.gpus, nodes, least, sw)
         where = f"{nodes} nodes" + (f", {sw} switches over TCP" if sw > 1 else "")
         if factor <= 1.0:
             return f"spread over {where}: no slowdown expected"
-        cost = expected_run(t, self.p.queue) * (factor - 1.0)
+        cost = self.p.queue.expected_run(t) * (factor - 1.0)
         wait = self.packed_wait(t)
         if wait < cost:
             return None
@@ -355,14 +397,15 @@ class _Pass:
                 v = self.view.running[a.task_id]
                 if v.placement is not None:
                     sim.give(v.placement)
+        shape = (t.nodes, t.gpus_per_node, t.flexible)
+        already = sim.packed(*shape)  # then packed after the first give too (more free GPUs never unpack)
         for k, (end, _, v) in enumerate(self.running_ends()):
             if k >= 32:
                 break  # bounds the work; past the 32 next ends the estimate is "long" anyway
             if v.placement is None or v.id in self.preempted:
                 continue
             sim.give(v.placement)
-            fit = sim.fit(t.nodes, t.gpus_per_node, t.flexible)
-            if fit is not None and not fit.spread:
+            if already or sim.packed_after_give(v.placement, *shape):
                 return max(0.0, end - self.now)
         return math.inf
 
@@ -375,7 +418,7 @@ class _Pass:
             return self.now, avail - head.gpus
         ends = [(e, v.gpus) for e, _, v in self.running_ends()]
         q = self.p.queue
-        ends += [(self.now + expected_run(self.view.waiting[a.task_id], q), self.view.waiting[a.task_id].gpus)
+        ends += [(self.now + q.expected_run(self.view.waiting[a.task_id]), self.view.waiting[a.task_id].gpus)
                  for a in self.out if isinstance(a, Start)]
         ends.sort()
         for end, gpus in ends:
@@ -389,7 +432,7 @@ class _Pass:
         if t.preemptible and lv > head_lv:
             return True, shadow
         at, extra = shadow
-        if self.now + expected_run(t, self.p.queue) <= at:
+        if self.now + self.p.queue.expected_run(t) <= at:
             return True, shadow
         if t.gpus <= extra:
             return True, (at, extra - t.gpus)
@@ -407,7 +450,37 @@ class _Pass:
             self.out.append(Wake(nxt))
 
 
-def _packed_note(fit: Fit) -> str:
+class _Fit:
+    """``FreeMap.fit``'s answer with the placement built on first use (most fits tried in a pass start nothing).
+
+    Valid while the pass's map is unchanged since the plan (the placement is built from its free lists)."""
+
+    __slots__ = ("_placement", "counts", "free", "gen", "spread")
+
+    def __init__(self, free: FreeMap, plan: Plan) -> None:
+        self.free, self.gen = free, free.gen
+        self.counts, self.spread = plan
+        self._placement: Placement | None = None
+
+    @property
+    def placement(self) -> Placement:
+        if self._placement is None:
+            if self.free.gen != self.gen:
+                raise RuntimeError("a placement planned on a map that changed since")
+            self._placement = self.free.build((self.counts, self.spread)).placement
+        return self._placement
+
+    def switches(self) -> int:
+        """How many switches the placement spans (``topology.switches_of``)."""
+        sw = self.free.switch
+        return len({sw.get(n, "") for n, _ in self.counts})
+
+
+def _first(e: tuple[float, int, TaskView]) -> float:
+    return e[0]
+
+
+def _packed_note(fit: _Fit) -> str:
     n = len(fit.placement.nodes)
     return "packed on one node" if n == 1 else f"packed on {n} nodes of one switch"
 

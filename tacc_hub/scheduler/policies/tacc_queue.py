@@ -27,8 +27,10 @@ by rank: the owner orders their own tasks.
 Invariants: waiting tasks are held in one sorted list per (group, user) whose
 order does not depend on fair share (a shift moves a whole list), so a
 fair-share update costs no re-sort; a list is rebuilt only when the duration
-model changes. Entries hold the exact ``TaskView`` they were made from; stale
-ones (the task left, or came back with new service) are skipped and dropped. A
+model changes. Entries hold the exact ``TaskView`` they were made from; an entry
+is removed (by bisection) when its task leaves, comes back with new service or
+starts starving (then it is walked from ``starving``), so a walk meets only live
+entries and costs what it yields. A
 caller may pass the same ``TaskView`` objects pass after pass (the simulator) or
 fresh ones (a service): a fresh view equal in every ranked field keeps its entry
 (``ranked`` then yields the first view seen: the same values).
@@ -65,6 +67,11 @@ class Queue:
         self.lists: dict[tuple[str, str], list[tuple[Any, int, int, TaskView]]] = {}
         self.seq = 0
         self.known: dict[int, TaskView] = {}
+        self.entry: dict[int, tuple[Any, int, int, TaskView]] = {}  # the live list entry per task (not starving)
+        self.starve_entry: dict[int, tuple[float, int, int, TaskView]] = {}  # the live entry in ``starving``
+        self.hint: list[int] = []  # tasks that probably left the queue since the last sync (started by the policy)
+        self.fresh = False  # the last sync met fresh views equal to known ones
+        self.runs: dict[int, tuple[TaskView, Model, float]] = {}  # expected_run per waiting task and model
         self.entries = 0
         self.starve_heap: list[tuple[float, int, TaskView]] = []
         self.starving: list[tuple[float, int, int, TaskView]] = []  # (submit, id, seq, view)
@@ -114,10 +121,30 @@ class Queue:
     def _key(self, t: TaskView) -> tuple[int, int, int, float, int]:
         return (QOS_RANK.get(t.qos, 1), -t.priority, self.base_level(t, t.done), t.submit, t.id)
 
+    def _unlist(self, tid: int) -> None:
+        """Drop the task's entries from its list and from ``starving`` (so walks never meet stale ones)."""
+        e = self.entry.pop(tid, None)
+        if e is not None:
+            t = e[3]
+            lst = self.lists.get((t.group, t.owner))
+            if lst is not None:
+                i = bisect.bisect_left(lst, e)
+                if i < len(lst) and lst[i] is e:
+                    del lst[i]
+        se = self.starve_entry.pop(tid, None)
+        if se is not None:
+            st = self.starving
+            i = bisect.bisect_left(st, se)
+            if i < len(st) and st[i] is se:
+                del st[i]
+
     def _insert(self, t: TaskView) -> None:
+        self._unlist(t.id)
         lst = self.lists.setdefault((t.group, t.owner), [])
         self.seq += 1
-        bisect.insort(lst, (self._key(t), t.id, self.seq, t))
+        e = (self._key(t), t.id, self.seq, t)
+        bisect.insort(lst, e)
+        self.entry[t.id] = e
         self.known[t.id] = t
         self.entries += 1
         ran = t.attained / t.gpus if t.gpus else 0.0
@@ -128,42 +155,87 @@ class Queue:
         old = [t for tid, t in self.known.items() if tid in waiting]
         self.lists.clear()
         self.known.clear()
+        self.entry.clear()
         self.entries = 0
+        self.runs.clear()
         for t in old:
-            lst = self.lists.setdefault((t.group, t.owner), [])
-            self.seq += 1
-            lst.append((self._key(t), t.id, self.seq, t))
             self.known[t.id] = t
             self.entries += 1
+            lst = self.lists.setdefault((t.group, t.owner), [])
+            se = self.starve_entry.get(t.id)
+            if se is not None and se[3] is t:
+                continue  # starving: walked from ``starving``, not from its list
+            self.seq += 1
+            e = (self._key(t), t.id, self.seq, t)
+            lst.append(e)
+            self.entry[t.id] = e
         for lst in self.lists.values():
             lst.sort()
         self.epoch += 1
 
     def _sync(self, view: View) -> None:
         waiting, known = view.waiting, self.known
-        if len(known) != len(waiting) or known.keys() != waiting.keys():
-            for tid in known.keys() - waiting.keys():
-                del known[tid]
-        # new or changed views (a caller may build fresh views each pass: then compare values), found in C
-        for tid in compress(waiting.keys(), map(is_not, map(known.get, waiting.keys()), waiting.values())):
-            t = waiting[tid]
-            seen = known.get(tid)
-            if seen is None or _moved(seen, t):
-                self._insert(t)
+        for tid in self.hint:  # started last pass: most likely gone
+            if tid in known and tid not in waiting:
+                self._forget(tid)
+        self.hint = []
+        if not self.fresh and len(waiting) > len(known):  # arrivals are usually appended: insert the new tail
+            new = []
+            for tid in reversed(waiting.keys()):
+                if tid in known:
+                    break
+                new.append(tid)
+            for tid in reversed(new):
+                self._insert(waiting[tid])
+        # unchanged (the same view objects: a C loop that compares identities first): nothing to do
+        if len(known) != len(waiting) or self.fresh or known != waiting:
+            self.fresh = False
+            # new or changed views (a caller may build fresh views each pass: then compare values), found in C
+            for tid in compress(waiting.keys(), map(is_not, map(known.get, waiting.keys()), waiting.values())):
+                t = waiting[tid]
+                seen = known.get(tid)
+                if seen is None or _moved(seen, t):
+                    self._insert(t)
+                else:
+                    self.fresh = True  # the caller builds fresh views: comparing them all costs, skip that next time
+            # now every waiting task is known: the known ones not waiting are the extra ones
+            if len(known) != len(waiting):
+                for tid in known.keys() - waiting.keys():
+                    self._forget(tid)
         now = view.now
         heap = self.starve_heap
         while heap and heap[0][0] <= now:
             _, tid, t = heapq.heappop(heap)
-            if known.get(tid) is t:
+            if known.get(tid) is t and tid in self.entry:
+                self._unlist(tid)
                 self.seq += 1
-                bisect.insort(self.starving, (t.submit, tid, self.seq, t))
+                se = (t.submit, tid, self.seq, t)
+                bisect.insort(self.starving, se)
+                self.starve_entry[tid] = se
+        # ``entries`` counts inserts since the last compaction (stale ones included): it only decides when
+        # lists of (group, user) without waiting tasks are dropped (fair share walks the lists' keys)
         if self.entries > 2 * len(waiting) + 100:
-            for k, lst in list(self.lists.items()):
-                lst[:] = [e for e in lst if known.get(e[1]) is e[3]]
-                if not lst:
+            live = {(t.group, t.owner) for t in known.values()}
+            for k in list(self.lists):
+                if k not in live:
                     del self.lists[k]
-            self.entries = sum(len(v) for v in self.lists.values())
-            self.starving = [e for e in self.starving if known.get(e[1]) is e[3]]
+            self.entries = len(known)
+
+    def _forget(self, tid: int) -> None:
+        del self.known[tid]
+        self._unlist(tid)
+        self.runs.pop(tid, None)
+
+    def expected_run(self, t: TaskView) -> float:
+        """``tacc_running.expected_run`` of a waiting task, cached per view and model."""
+        hit = self.runs.get(t.id)
+        if hit is not None and hit[0] is t and hit[1] is self.model:
+            return hit[2]
+        from .tacc_running import expected_run
+
+        v = expected_run(t, self)
+        self.runs[t.id] = (t, self.model, v)
+        return v
 
     def next_starvation(self) -> float | None:
         return self.starve_heap[0][0] if self.starve_heap else None
@@ -206,23 +278,20 @@ class Queue:
     def ranked(self, view: View) -> Iterator[tuple[Rank, TaskView]]:
         """Every waiting task, best first, with its rank."""
         known = self.known
-        first: set[int] = set()
         for submit, tid, _, t in self.starving:
             if known.get(tid) is t:
-                first.add(tid)
                 yield (0, QOS_RANK.get(t.qos, 1), 0, submit, tid), t
-        gens = [self._walk(lst, self.shift.get(k, 0), known, first) for k, lst in self.lists.items() if lst]
+        gens = [self._walk(lst, self.shift.get(k, 0)) for k, lst in self.lists.items() if lst]
         if len(gens) == 1:
             yield from gens[0]
         else:
             yield from heapq.merge(*gens)  # ranks are unique (they end with the id): views are never compared
 
     @staticmethod
-    def _walk(lst: list[tuple[Any, int, int, TaskView]], shift: int, known: Mapping[int, TaskView],
-              skip: set[int]) -> Iterator[tuple[Rank, TaskView]]:
+    def _walk(lst: list[tuple[Any, int, int, TaskView]], shift: int) -> Iterator[tuple[Rank, TaskView]]:
+        # lists hold exactly the live entries of tasks not starving (``_unlist``)
         for key, tid, _, t in lst:
-            if known.get(tid) is t and tid not in skip:
-                yield (1, key[0], key[2] + shift, key[3], tid), t
+            yield (1, key[0], key[2] + shift, key[3], tid), t
 
 
 def _moved(a: TaskView, b: TaskView) -> bool:

@@ -35,8 +35,12 @@ class Running:
         self.levels: dict[Level, int] = {}  # preemptible running tasks per level
         self.changes: list[tuple[float, int, float]] = []  # (when its rank may change, id, start of that run)
         self.epoch = -1
+        self._victims: list[tuple[Rank, TaskView]] | None = None  # preemptible ones, worst first (None: stale)
+        self._ends: list[tuple[float, int, TaskView]] | None = None  # (expected end, id, view), sorted
+        self.fresh = False  # the last sync met fresh views of unchanged runs
 
     def _add(self, t: TaskView, queue: Queue, now: float) -> None:
+        self._victims = self._ends = None
         r = queue.rank(t, now)
         self.rank[t.id] = (t, r)
         self.views[t.id] = t
@@ -51,6 +55,7 @@ class Running:
                 heapq.heappush(self.changes, (max(at, now + 1.0), t.id, t.start))  # no float-edge spin
 
     def _drop(self, tid: int) -> None:
+        self._victims = self._ends = None
         t, r = self.rank.pop(tid)
         self.end.pop(tid, None)
         self.views.pop(tid, None)
@@ -66,6 +71,7 @@ class Running:
         running, now = view.running, view.now
         if self.epoch != queue.epoch:
             self.epoch = queue.epoch
+            self._victims = self._ends = None
             self.rank.clear()
             self.end.clear()
             self.views.clear()
@@ -75,21 +81,26 @@ class Running:
                 self._add(t, queue, now)
             return
         rank = self.rank
-        if len(rank) != len(running) or rank.keys() != running.keys():
-            for tid in rank.keys() - running.keys():
-                self._drop(tid)
         views = self.views
-        # new tasks, and runs that changed (a caller may build fresh views each pass), found in C
-        for tid in compress(running.keys(), map(is_not, map(views.get, running.keys()), running.values())):
-            t = running[tid]
-            cur = rank.get(tid)
-            if cur is None:
-                self._add(t, queue, now)
-            elif (cur[0].start, cur[0].done, cur[0].rate) != (t.start, t.done, t.rate):
-                self._drop(tid)
-                self._add(t, queue, now)
-            else:
-                views[tid] = t  # the same run, a fresh object: remember it, so the next pass skips it
+        # the same view objects as last pass (compared in C, identities first): nothing changed
+        if self.fresh or len(views) != len(running) or views != running:
+            self.fresh = False
+            if len(rank) != len(running) or rank.keys() != running.keys():
+                for tid in rank.keys() - running.keys():
+                    self._drop(tid)
+            # new tasks, and runs that changed (a caller may build fresh views each pass), found in C
+            for tid in compress(running.keys(), map(is_not, map(views.get, running.keys()), running.values())):
+                t = running[tid]
+                cur = rank.get(tid)
+                if cur is None:
+                    self._add(t, queue, now)
+                elif (cur[0].start, cur[0].done, cur[0].rate) != (t.start, t.done, t.rate):
+                    self._drop(tid)
+                    self._add(t, queue, now)
+                else:
+                    views[tid] = t  # the same run, a fresh object: remember it, so the next pass skips it
+                    self._ends = None
+                    self.fresh = True  # fresh views: skip the (then costly) equality test next pass
         heap = self.changes
         while heap and heap[0][0] <= now:
             _, tid, start = heapq.heappop(heap)
@@ -108,8 +119,20 @@ class Running:
 
     def victims(self, view: View, preempted: set[int]) -> list[tuple[Rank, TaskView]]:
         """Preemptible running tasks not yet preempted, worst rank first."""
-        out = [(r, t) for tid, (t, r) in self.rank.items() if t.preemptible and tid not in preempted]
-        out.sort(key=lambda e: e[0], reverse=True)
+        out = self._victims
+        if out is None:
+            out = self._victims = [(r, t) for t, r in self.rank.values() if t.preemptible]
+            out.sort(key=lambda e: e[0], reverse=True)
+        if preempted:
+            return [e for e in out if e[1].id not in preempted]
+        return out
+
+    def ends(self) -> list[tuple[float, int, TaskView]]:
+        """(expected end, id, view) of every running task (the last view seen), soonest first."""
+        out = self._ends
+        if out is None:
+            end = self.end
+            out = self._ends = sorted((end[tid], tid, t) for tid, t in self.views.items())
         return out
 
     def next_change(self) -> float | None:
