@@ -181,7 +181,8 @@ class Queue:
         self.hint = []
         if not self.fresh and len(waiting) > len(known):  # arrivals are usually appended: insert the new tail
             new = []
-            for tid in reversed(waiting.keys()):
+            tail = reversed(waiting) if isinstance(waiting, dict) else reversed(list(waiting))
+            for tid in tail:
                 if tid in known:
                     break
                 new.append(tid)
