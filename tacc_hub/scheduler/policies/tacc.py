@@ -50,7 +50,7 @@ from typing import ClassVar
 
 from ..cluster import Placement
 from ..policy import Action, Explanation, Preempt, Quotas, Start, TaskView, View, Wake
-from ..topology import FreeMap, Plan, min_nodes
+from ..topology import FreeMap, MapCache, Plan, min_nodes
 from .tacc_queue import Queue, Rank
 from .tacc_running import Running
 
@@ -107,6 +107,7 @@ class Tacc:
         self.min_run = min_run
         self.queue = Queue(half_life, calc_period, fair_weight, starve_after, level_ratio, size_exponent)
         self.running = Running()
+        self.maps = MapCache()  # the free slots as of the last view, kept in step (passes work on copies)
 
     # -- one pass --------------------------------------------------------------------------------
 
@@ -135,7 +136,8 @@ class _Pass:
     def __init__(self, policy: Tacc, view: View) -> None:
         self.p, self.view, self.now = policy, view, view.now
         self.q: Quotas | None = view.quotas
-        self.free = FreeMap(view.nodes)
+        self.base = policy.maps.current(view.nodes)  # never changed by the pass
+        self.free = self.base.copy()
         self.out: list[Action] = []
         self.preempted: set[int] = set()
         self.victims: list[tuple[Rank, TaskView]] | None = None
@@ -153,6 +155,7 @@ class _Pass:
         self.fits_gen = -1
         self.nogo: set[tuple[object, ...]] = set()  # preemption searches that failed, for map generation nogo_gen
         self.nogo_gen = -1
+        self.min_run_at = math.inf  # when the first victim passed over for being in its first ``min_run`` may go
 
     # -- quotas ----------------------------------------------------------------------------------
 
@@ -189,8 +192,13 @@ class _Pass:
         tested = 0
         failed: set[tuple[int, int, bool, bool]] = set()
         pfail = 1 << 30  # the fewest GPUs a flexible task failed to get by preemption in this pass
+        prev: tuple[tuple[int, int, int], int] | None = None  # the last task walked: (level, id)
+        left: tuple[int, int, int] | None = None  # the best level walked that did not start
         for rank, t in p.queue.ranked(self.view):
             lv = rank[:3]
+            if left is None and prev is not None and not self._started(prev[1]):
+                left = prev[0]
+            prev = (lv, t.id)
             can_preempt = worst is not None and worst > lv
             if free.total == 0 and (not can_preempt or pfail <= 1) and not self.reclaim:
                 break  # nothing free, and nobody below can preempt (victims only shrink as the level worsens)
@@ -252,8 +260,15 @@ class _Pass:
             self._hold(t, +1)
             failed.clear()
             self.out.append(Start(t.id, fit.placement, note or _packed_note(fit)))
-        self._wake(worst)
+        if left is None and prev is not None and not self._started(prev[1]):
+            left = prev[0]  # (the walk stopped at it, or it was the last)
+        self._wake(left)
         return self.out
+
+    def _started(self, tid: int) -> bool:
+        """Whether the walk started ``tid`` (its Start, if any, is the last action of its step)."""
+        out = self.out
+        return bool(out) and isinstance(out[-1], Start) and out[-1].task_id == tid
 
     def _outranks(self, lv: tuple[int, int, int], v: TaskView) -> bool:
         r = self.p.running.rank.get(v.id)
@@ -294,14 +309,15 @@ class _Pass:
         reclaim = self.below_guarantee(t)
         free = self.free
         gen0 = free.gen
-        # without guarantees the search depends only on these and the map (a failed one leaves it unchanged)
-        memo = None if self.reclaim else (lv, t.nodes, t.gpus_per_node, t.flexible, t.spread_ok, allow_spread)
-        if memo is not None:
-            if self.nogo_gen != gen0:
-                self.nogo.clear()
-                self.nogo_gen = gen0
-            if memo in self.nogo:
-                return None
+        # the search depends only on these and the map, with the GPUs held per group (both change only with an
+        # action, which changes the map's generation); a failed search leaves the map as it was
+        memo = (lv, t.nodes, t.gpus_per_node, t.flexible, t.spread_ok, allow_spread, reclaim,
+                t.group if self.reclaim else None)
+        if self.nogo_gen != gen0:
+            self.nogo.clear()
+            self.nogo_gen = gen0
+        if memo in self.nogo:
+            return None
         saved: dict[str, list[int]] = {}  # free lists before the first give, to put back as they were
         total0 = free.total
         taken: list[TaskView] = []
@@ -320,6 +336,7 @@ class _Pass:
             if self.reclaim and v.group != t.group and spare < 0:
                 continue  # within its group's guarantee: not taken by another group (no reclaim ping-pong)
             if v.start is not None and self.now - v.start < self.p.min_run and lv[0] != 0:
+                self.min_run_at = min(self.min_run_at, v.start + self.p.min_run)
                 continue  # a fresh run is not cut short (no ping-pong paying restarts), except for a starving task
             if len(taken) >= 64:
                 break  # bounds a pass: victims come worst first, scattered; 64 is plenty for one task
@@ -338,8 +355,7 @@ class _Pass:
             free.free.update(saved)  # every victim taken back: the map is as it was (give builds new lists)
             free.total = total0
             free.gen = gen0  # fits planned before stay valid
-            if memo is not None:
-                self.nogo.add(memo)
+            self.nogo.add(memo)
             return None
         used = {(s.node, g) for s in fit.placement.nodes for g in s.gpus}
         needed = []
@@ -366,11 +382,14 @@ class _Pass:
 
     def spread_or_wait(self, t: TaskView, fit: _Fit) -> str | None:
         """The note of a spread start, or None when waiting for a packed placement is cheaper."""
-        nodes = len(fit.counts)
-        least = min_nodes(t.gpus, self.free.node_size)
-        sw = fit.switches()
-        factor = self.p.slowdown(t.gpus, nodes, least, sw)
-        where = f"{nodes} nodes" + (f", {sw} switches over TCP" if sw > 1 else "")
+        factor = fit.factor
+        if factor is None:  # the same for every task of this shape on this map
+            nodes = len(fit.counts)
+            least = min_nodes(t.gpus, self.free.node_size)
+            sw = fit.switches()
+            factor = fit.factor = self.p.slowdown(t.gpus, nodes, least, sw)
+            fit.where = f"{nodes} nodes" + (f", {sw} switches over TCP" if sw > 1 else "")
+        where = fit.where
         if factor <= 1.0:
             return f"spread over {where}: no slowdown expected"
         cost = self.p.queue.expected_run(t) * (factor - 1.0)
@@ -389,7 +408,7 @@ class _Pass:
         return hit
 
     def _packed_wait(self, t: TaskView) -> float:
-        sim = FreeMap(self.view.nodes)
+        sim = self.base.copy()
         for a in self.out:  # in order: a start may use GPUs a preemption before it freed
             if isinstance(a, Start):
                 sim.take(a.placement)
@@ -440,11 +459,15 @@ class _Pass:
 
     # -- wake-ups --------------------------------------------------------------------------------
 
-    def _wake(self, worst: tuple[int, int, int] | None) -> None:
+    def _wake(self, left: tuple[int, int, int] | None) -> None:
+        """A wake-up at the next time a waiting task's chances change without any event: a task starts
+        starving, a running one becomes a possible victim of the best level left (any level change, with
+        guarantees to reclaim), or a victim passed over for its ``min_run`` becomes fair game."""
         started = sum(1 for a in self.out if isinstance(a, Start))
         if started >= len(self.view.waiting):
             return
-        at = [x for x in (self.p.queue.next_starvation(), self.p.running.next_change()) if x is not None]
+        change = self.p.running.next_change(None if self.reclaim or left is None else left)
+        at = [x for x in (self.p.queue.next_starvation(), change, self.min_run_at) if x is not None and x < math.inf]
         nxt = min((x for x in at if x > self.now), default=None)
         if nxt is not None:
             self.out.append(Wake(nxt))
@@ -455,12 +478,14 @@ class _Fit:
 
     Valid while the pass's map is unchanged since the plan (the placement is built from its free lists)."""
 
-    __slots__ = ("_placement", "counts", "free", "gen", "spread")
+    __slots__ = ("_placement", "counts", "factor", "free", "gen", "spread", "where")
 
     def __init__(self, free: FreeMap, plan: Plan) -> None:
         self.free, self.gen = free, free.gen
         self.counts, self.spread = plan
         self._placement: Placement | None = None
+        self.factor: float | None = None  # the spread's slowdown (``spread_or_wait``), computed on first use
+        self.where = ""
 
     @property
     def placement(self) -> Placement:

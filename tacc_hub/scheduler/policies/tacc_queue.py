@@ -239,7 +239,11 @@ class Queue:
         return v
 
     def next_starvation(self) -> float | None:
-        return self.starve_heap[0][0] if self.starve_heap else None
+        """When the next waiting task starts starving (entries of tasks gone or changed are dropped here)."""
+        heap, known, entry = self.starve_heap, self.known, self.entry
+        while heap and not (known.get(heap[0][1]) is heap[0][2] and heap[0][1] in entry):
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
 
     def _fair_share(self, view: View) -> None:
         now = view.now
