@@ -41,6 +41,8 @@ from tacc_hub.schema import SnapshotCode, SpecError, TaskSpec
 from tacc_hub.snapshot import CodeStore
 from tacc_hub.store import InsertBatcher, NewTask, Store, TaskRecord, TaskStatus
 
+from .gcpause import GcPacer
+
 log = logging.getLogger("tacc_hub.controller")
 
 S = TaskStatus
@@ -129,6 +131,7 @@ class Controller:
         self._loop_task: asyncio.Task[None] | None = None
         self._stopping = False
         self._bg: set[asyncio.Task[Any]] = set()
+        self.gc = GcPacer()
         executor.set_waker(self.wake)
 
     # --- lifecycle -------------------------------------------------------------------
@@ -137,6 +140,7 @@ class Controller:
         self.batcher.start()
         self.reload_quotas()
         await self.recover()
+        self.gc.maybe()  # the recovered queue and rows leave the collector's generations
         self._loop_task = asyncio.get_running_loop().create_task(self._loop())
 
     async def stop(self) -> None:
@@ -340,6 +344,7 @@ class Controller:
                 await self.tick()
             except Exception:
                 log.exception("controller tick failed; retrying on the next one")
+            self.gc.maybe()  # full collections here, between passes, not inside one (see gcpause)
             # Wake-ups arriving meanwhile are served by one tick after the pause: under a burst of
             # submissions the loop makes at most 1/min_tick_interval passes a second.
             await asyncio.sleep(max(0.0, self.min_tick_interval - (loop.time() - began)))

@@ -78,7 +78,7 @@ class Tacc:
     def __init__(self, slowdown: Slowdown | None = None, half_life: float = 7 * 86400.0,
                  calc_period: float = 300.0, fair_weight: float = 1.0, starve_after: float = 7 * 86400.0,
                  level_ratio: float = 8.0, size_exponent: float = 1.0, rebuild_growth: float = 0.05,
-                 max_backfill_test: int = 256, min_run: float = 120.0) -> None:
+                 max_backfill_test: int = 256, min_run: float = 120.0, max_preempt_test: int = 32) -> None:
         """Defaults and why (the tuned ones measured on the first 10,000 jobs of VC 6214e9, 6 x 8 GPUs):
 
         ``half_life`` 7 days and ``calc_period`` 5 minutes: Slurm's defaults for fair share.
@@ -99,11 +99,15 @@ class Tacc:
         (4x the simulator's 30 s restart cost): without it two tasks can preempt
         each other forever, each restart losing its progress.
         ``max_backfill_test`` 256: tasks tried after the head (Slurm's bf_max_job_test).
+        ``max_preempt_test`` 32: preemption searches per pass (those a memo answers are free); the best-ranked
+        tasks search first, the others in a later pass. It bounds a pass on a full cluster, where every
+        candidate could search.
         ``slowdown``: the spread-placement estimator (``default_slowdown``).
         """
         self.slowdown = slowdown or default_slowdown
         self.rebuild_growth = rebuild_growth
         self.max_backfill_test = max_backfill_test
+        self.max_preempt_test = max_preempt_test
         self.min_run = min_run
         self.queue = Queue(half_life, calc_period, fair_weight, starve_after, level_ratio, size_exponent)
         self.running = Running()
@@ -153,8 +157,10 @@ class _Pass:
         self.waits: dict[tuple[int, int, bool, int], float] = {}  # packed_wait per shape and actions so far
         self.fits: dict[tuple[int, int, bool, bool], _Fit | None] = {}  # fit per shape, for map generation fits_gen
         self.fits_gen = -1
-        self.nogo: set[tuple[object, ...]] = set()  # preemption searches that failed, for map generation nogo_gen
+        # preemption searches that failed (the best level each failed at), for map generation nogo_gen
+        self.nogo: dict[tuple[object, ...], tuple[int, int, int]] = {}
         self.nogo_gen = -1
+        self.searches = 0  # preemption searches run in this pass (memo answers not counted)
         self.min_run_at = math.inf  # when the first victim passed over for being in its first ``min_run`` may go
 
     # -- quotas ----------------------------------------------------------------------------------
@@ -200,8 +206,9 @@ class _Pass:
                 left = prev[0]
             prev = (lv, t.id)
             can_preempt = worst is not None and worst > lv
-            if free.total == 0 and (not can_preempt or pfail <= 1) and not self.reclaim:
-                break  # nothing free, and nobody below can preempt (victims only shrink as the level worsens)
+            if free.total == 0 and (self.searches >= p.max_preempt_test or (
+                    (not can_preempt or pfail <= 1) and not self.reclaim)):
+                break  # nothing free, and nobody below can (or may, in this pass) preempt: victims only shrink
             if head is not None:
                 tested += 1
                 if tested > p.max_backfill_test:
@@ -217,7 +224,9 @@ class _Pass:
                     continue
             shape = (t.nodes, t.gpus_per_node, t.flexible, t.spread_ok)
             fit: _Fit | None = None
-            tried = bf_ok and t.gpus <= free.total and shape not in failed
+            # planned even when backfill forbids a start on free GPUs: a packed fit on free GPUs then needs no
+            # preemption search (it would find no victim it needs)
+            tried = t.gpus <= free.total and shape not in failed
             if tried:
                 fit = self.fit(t)
             note = ""
@@ -234,6 +243,10 @@ class _Pass:
                     note = f"preempted {len(taken)} lower-ranked task(s)"
                     if any(not self._outranks(lv, v) for v in taken):
                         note = f"reclaimed guaranteed GPUs of group {t.group} from {len(taken)} task(s)"
+            if head is not None and not taken and not bf_ok:
+                if fit is None and tried:
+                    failed.add(shape)
+                continue
             if fit is not None and not taken and fit.spread:
                 spread_note = self.spread_or_wait(t, fit)
                 if spread_note is None:
@@ -245,9 +258,7 @@ class _Pass:
                 if head is None:
                     head = (rank, t)
                 continue
-            if head is not None and not taken:
-                if not bf_ok:
-                    continue
+            if head is not None and not taken:  # (backfill allowed it: checked above)
                 shadow = bf_shadow
                 note = note or "backfilled: does not delay the head's reserved start"
             if taken:
@@ -311,13 +322,18 @@ class _Pass:
         gen0 = free.gen
         # the search depends only on these and the map, with the GPUs held per group (both change only with an
         # action, which changes the map's generation); a failed search leaves the map as it was
-        memo = (lv, t.nodes, t.gpus_per_node, t.flexible, t.spread_ok, allow_spread, reclaim,
+        # A search that failed for a level fails for every worse one too (fewer victims rank below it).
+        memo = (t.nodes, t.gpus_per_node, t.flexible, t.spread_ok, allow_spread, reclaim,
                 t.group if self.reclaim else None)
         if self.nogo_gen != gen0:
             self.nogo.clear()
             self.nogo_gen = gen0
-        if memo in self.nogo:
+        failed_at = self.nogo.get(memo)
+        if failed_at is not None and lv >= failed_at:
             return None
+        if self.searches >= self.p.max_preempt_test:
+            return None
+        self.searches += 1
         saved: dict[str, list[int]] = {}  # free lists before the first give, to put back as they were
         total0 = free.total
         taken: list[TaskView] = []
@@ -338,7 +354,7 @@ class _Pass:
             if v.start is not None and self.now - v.start < self.p.min_run and lv[0] != 0:
                 self.min_run_at = min(self.min_run_at, v.start + self.p.min_run)
                 continue  # a fresh run is not cut short (no ping-pong paying restarts), except for a starving task
-            if len(taken) >= 64:
+            if len(taken) >= 16:
                 break  # bounds a pass: victims come worst first, scattered; 64 is plenty for one task
             for sl in v.placement.nodes:
                 if sl.node not in saved and sl.node in free.free:
@@ -355,7 +371,7 @@ class _Pass:
             free.free.update(saved)  # every victim taken back: the map is as it was (give builds new lists)
             free.total = total0
             free.gen = gen0  # fits planned before stay valid
-            self.nogo.add(memo)
+            self.nogo[memo] = lv if failed_at is None else min(lv, failed_at)
             return None
         used = {(s.node, g) for s in fit.placement.nodes for g in s.gpus}
         needed = []
