@@ -174,6 +174,43 @@ class FreeMap:
                 return True
         return False
 
+    def counts_with(self, extra: dict[str, int]) -> dict[str, int]:
+        """Free GPUs per node if each node had ``extra[node]`` more (for ``could_fit``)."""
+        return {n: len(f) + extra.get(n, 0) for n, f in self.free.items()}
+
+    def could_fit(self, counts: dict[str, int], nodes: int, gpus_per_node: int, flexible: bool,
+                  packed: bool, one_switch: bool) -> bool:
+        """Whether the shape could fit (``packed``: not spread; ``one_switch``: within one switch) if each
+        node had ``counts[node]`` free GPUs (``counts_with``): an upper bound, from counts only."""
+        need = nodes * gpus_per_node
+        if sum(counts.values()) < need:
+            return False
+        sw = self.switch
+        if flexible:
+            least = min_nodes(need, self.node_size)
+            if packed and least == 1:
+                return max(counts.values(), default=0) >= need
+            if not packed and not one_switch:
+                return True
+            by: dict[str, list[int]] = {}
+            for n, c in counts.items():
+                if c:
+                    by.setdefault(sw[n], []).append(c)
+            if packed:
+                return any(sum(sorted(ks, reverse=True)[:least]) >= need for ks in by.values())
+            return any(sum(ks) >= need for ks in by.values())
+        big = [n for n, c in counts.items() if c >= gpus_per_node]
+        if len(big) < nodes:
+            return False
+        if nodes == 1 or not (packed or one_switch):
+            return True
+        per: dict[str, int] = {}
+        for n in big:
+            k = per[sw[n]] = per.get(sw[n], 0) + 1
+            if k >= nodes:
+                return True
+        return False
+
     def fit(self, nodes: int, gpus_per_node: int, flexible: bool = False) -> Fit | None:
         """The best placement for this shape now (see the module docstring), or None."""
         plan = self.plan(nodes, gpus_per_node, flexible)

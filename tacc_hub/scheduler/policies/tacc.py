@@ -78,7 +78,8 @@ class Tacc:
     def __init__(self, slowdown: Slowdown | None = None, half_life: float = 7 * 86400.0,
                  calc_period: float = 300.0, fair_weight: float = 1.0, starve_after: float = 7 * 86400.0,
                  level_ratio: float = 8.0, size_exponent: float = 1.0, rebuild_growth: float = 0.05,
-                 max_backfill_test: int = 256, min_run: float = 120.0, max_preempt_test: int = 32) -> None:
+                 max_backfill_test: int = 256, min_run: float = 120.0, max_preempt_test: int = 32,
+                 max_victims: int = 64) -> None:
         """Defaults and why (the tuned ones measured on the first 10,000 jobs of VC 6214e9, 6 x 8 GPUs):
 
         ``half_life`` 7 days and ``calc_period`` 5 minutes: Slurm's defaults for fair share.
@@ -102,12 +103,15 @@ class Tacc:
         ``max_preempt_test`` 32: preemption searches per pass (those a memo answers are free); the best-ranked
         tasks search first, the others in a later pass. It bounds a pass on a full cluster, where every
         candidate could search.
+        ``max_victims`` 64: running tasks one search may take back (worst first) before it gives up (16: the
+        first 10,000 jobs of the whole trace on 64 x 8 GPUs end 64 days later, a long job restarted spread).
         ``slowdown``: the spread-placement estimator (``default_slowdown``).
         """
         self.slowdown = slowdown or default_slowdown
         self.rebuild_growth = rebuild_growth
         self.max_backfill_test = max_backfill_test
         self.max_preempt_test = max_preempt_test
+        self.max_victims = max_victims
         self.min_run = min_run
         self.queue = Queue(half_life, calc_period, fair_weight, starve_after, level_ratio, size_exponent)
         self.running = Running()
@@ -159,6 +163,7 @@ class _Pass:
         self.fits_gen = -1
         # preemption searches that failed (the best level each failed at), for map generation nogo_gen
         self.nogo: dict[tuple[object, ...], tuple[int, int, int]] = {}
+        self.bounds: dict[tuple[object, ...], dict[str, int] | None] = {}  # ``_could_pack`` counts, same gen
         self.nogo_gen = -1
         self.searches = 0  # preemption searches run in this pass (memo answers not counted)
         self.min_run_at = math.inf  # when the first victim passed over for being in its first ``min_run`` may go
@@ -327,9 +332,13 @@ class _Pass:
                 t.group if self.reclaim else None)
         if self.nogo_gen != gen0:
             self.nogo.clear()
+            self.bounds.clear()
             self.nogo_gen = gen0
         failed_at = self.nogo.get(memo)
         if failed_at is not None and lv >= failed_at:
+            return None
+        if not self._could_pack(t, lv, reclaim, allow_spread):  # not even with every possible victim
+            self.nogo[memo] = lv if failed_at is None else min(lv, failed_at)
             return None
         if self.searches >= self.p.max_preempt_test:
             return None
@@ -354,8 +363,8 @@ class _Pass:
             if v.start is not None and self.now - v.start < self.p.min_run and lv[0] != 0:
                 self.min_run_at = min(self.min_run_at, v.start + self.p.min_run)
                 continue  # a fresh run is not cut short (no ping-pong paying restarts), except for a starving task
-            if len(taken) >= 16:
-                break  # bounds a pass: victims come worst first, scattered; 64 is plenty for one task
+            if len(taken) >= self.p.max_victims:
+                break  # bounds a search: victims come worst first, scattered
             for sl in v.placement.nodes:
                 if sl.node not in saved and sl.node in free.free:
                     saved[sl.node] = free.free[sl.node]
@@ -382,6 +391,37 @@ class _Pass:
             else:
                 free.take(v.placement)  # disjoint from the placement: it keeps running
         return fit, needed
+
+    def _could_pack(self, t: TaskView, lv: tuple[int, int, int], reclaim: bool, allow_spread: bool) -> bool:
+        """An upper bound for ``preempt_for``: could ``t`` fit if every victim it might take were gone?
+
+        Victims as the search admits them, less its group-guarantee checks (so never fewer)."""
+        assert self.victims is not None
+        key = (lv, reclaim, t.group if reclaim else None)  # the map's generation is nogo_gen: cleared with it
+        counts = self.bounds.get(key)
+        if counts is None:
+            counts = self.bounds[key] = self._bound_counts(t, lv, reclaim)
+        if counts is None:
+            return False
+        return self.free.could_fit(counts, t.nodes, t.gpus_per_node, t.flexible, packed=not allow_spread,
+                                   one_switch=not t.spread_ok)
+
+    def _bound_counts(self, t: TaskView, lv: tuple[int, int, int], reclaim: bool) -> dict[str, int] | None:
+        assert self.victims is not None
+        extra: dict[str, int] = {}
+        now, min_run, starving = self.now, self.p.min_run, lv[0] == 0
+        for r, v in self.victims:
+            if v.id in self.preempted or v.placement is None:
+                continue
+            if not (r[:3] > lv or (reclaim and v.group != t.group)):
+                if not reclaim:
+                    break
+                continue
+            if v.start is not None and now - v.start < min_run and not starving:
+                continue
+            for sl in v.placement.nodes:
+                extra[sl.node] = extra.get(sl.node, 0) + len(sl.gpus)
+        return self.free.counts_with(extra) if extra else None
 
     # -- spread or wait --------------------------------------------------------------------------
 
