@@ -235,9 +235,22 @@ class Controller:
         self._bg.add(task)
         task.add_done_callback(self._bg.discard)
 
+    def _learn_usage(self, now: float | None = None, window: float = 86400.0, windows: int = 28) -> None:
+        """Seed fair share with the GPU-seconds used in the last ``windows`` days (ended runs, preempted runs,
+        running ones up to now), per (group, user) and day: a restart does not reset anybody's share."""
+        now = time.time() if now is None else now
+        past = []
+        for k in range(windows):
+            hi = now - k * window
+            used = self.store.gpu_seconds_by_owner(hi - window, hi)
+            if used:
+                past.append((hi - window / 2, {(self.group_of(o), o): s for o, s in used.items()}))
+        self.queue.history.seed_usage(past)
+
     async def recover(self) -> None:
         """Reconcile the store with the executor after a (re)start (see the module docstring)."""
         self._learn_history()
+        self._learn_usage()
         for rec in self.store.active():
             plan = rec.plan or {}
             limit = int(plan.get("resources", {}).get("time_limit", 3600))
