@@ -303,3 +303,14 @@ def test_fair_share_starts_from_the_usage_seeded_from_before_a_restart():
     hist.seed_usage([(100.0 - 86400, {("a", "a"): 3.6e6})])
     seeded = View(100.0, waiting, {}, nodes(1, 8, free={"n0": (0,)}), history=hist)
     assert starts(Tacc().schedule(seeded)) == [2]
+
+
+def test_a_waiting_task_rises_one_level_per_age_step_and_passes_shorter_fresh_ones():
+    p = Tacc(age_step=1000.0, starve_after=1e12)
+    old = task(1, submit=0.0, predicted=100.0)
+    assert [p.queue.rank(old, now)[2] - p.queue.rank(old, 0.0)[2] for now in (999.0, 1000.0, 2500.0)] == [0, -1, -2]
+    # 8 free GPUs; an 8-GPU task (a level worse per GPU) waiting since 0 and a fresh 1-GPU task: only one fits
+    fresh, aged = task(2, submit=9000.0), task(1, gpus=8, submit=0.0)
+    view = View(9000.0, {1: aged, 2: fresh}, {}, nodes(1, 8))
+    assert starts(Tacc(age_step=1e12, starve_after=1e12).schedule(view)) == [2]  # without aging: the short one
+    assert starts(Tacc(age_step=1000.0, starve_after=1e12).schedule(view)) == [1]

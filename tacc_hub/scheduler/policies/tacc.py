@@ -4,8 +4,9 @@ Order (``tacc_queue``): starving tasks first (waited longer than ``starve_after`
 oldest first), then QoS class, then the Gittins index of the task's attained
 service under the duration distribution learned from completed tasks
 (``tacc_model``: shortest-expected-first that stays robust when predictions are
-wrong, because a task that outlives its expectation is demoted), scaled by
-decayed fair share of its group and user; ties by submit time.
+wrong, because a task that outlives its expectation is demoted), one level better
+per ``age_step`` waited, scaled by decayed fair share of its group and user; ties
+by submit time.
 
 A pass walks the waiting tasks in that order:
 
@@ -76,19 +77,25 @@ class Tacc:
     quota_aware: ClassVar[bool] = True
 
     def __init__(self, slowdown: Slowdown | None = None, half_life: float = 7 * 86400.0,
-                 calc_period: float = 300.0, fair_weight: float = 1.0, starve_after: float = 7 * 86400.0,
+                 calc_period: float = 300.0, fair_weight: float = 1.0, starve_after: float = 28 * 86400.0,
                  level_ratio: float = 8.0, size_exponent: float = 1.0, rebuild_growth: float = 0.05,
                  max_backfill_test: int = 256, min_run: float = 120.0, max_preempt_test: int = 32,
-                 max_victims: int = 64) -> None:
+                 max_victims: int = 64, age_step: float = 7 * 86400.0) -> None:
         """Defaults and why (the tuned ones measured on the first 10,000 jobs of VC 6214e9, 6 x 8 GPUs):
 
         ``half_life`` 7 days and ``calc_period`` 5 minutes: Slurm's defaults for fair share.
         ``fair_weight`` 1: a group at twice its equal share sinks one level, at
         four times two (a shift, not an override: a short task of a busy group
         still passes a long one of an idle group).
-        ``starve_after`` 7 days of waiting (tuned): a guard, not a policy. At 12 h
-        the guard itself fills the cluster with non-preemptible old long tasks (avg
-        JCT 58 h on the subset), at 3 days 16.7 h, at 7 days 10.5 h.
+        ``age_step`` 7 days and ``starve_after`` 28 days (tuned on the whole trace, see
+        benchmarks/README.md): a task rises one level per week waited, and after four
+        weeks outranks every other (a guard, not a policy). With the guard alone at 7
+        days, an overloaded cluster (the whole trace, or the whole of VC 6214e9) turns
+        FIFO: most tasks wait a week there, then run in submit order unpreemptibly
+        (avg JCT 316 h and 166 h); with aging 7/28 days: 17.1 h and 27.0 h; 14/56
+        days: p99 JCT of VC 6214e9 295 h (worse than Tiresias' 260 h); 1 day, no
+        guard: 116 h on VC 6214e9. On the first 10,000 jobs of VC 6214e9 the guard
+        alone measured: at 12 h avg JCT 58 h, at 3 days 16.7 h, at 7 days 10.5 h.
         ``level_ratio`` 8 (tuned; 2: 18.4 h, 4: 10.5 h, 8: 9.6 h): preemption needs
         an 8x better index, so near-equal tasks stay FIFO (fewer restarts).
         ``size_exponent`` 1 (tuned; 0: 23.9 h, 1: 16.7 h at 3 days' aging): the
@@ -113,7 +120,7 @@ class Tacc:
         self.max_preempt_test = max_preempt_test
         self.max_victims = max_victims
         self.min_run = min_run
-        self.queue = Queue(half_life, calc_period, fair_weight, starve_after, level_ratio, size_exponent)
+        self.queue = Queue(half_life, calc_period, fair_weight, starve_after, level_ratio, size_exponent, age_step)
         self.running = Running()
         self.maps = MapCache()  # the free slots as of the last view, kept in step (passes work on copies)
 

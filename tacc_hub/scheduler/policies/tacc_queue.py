@@ -9,7 +9,9 @@ Rank of a task (smaller first), as a tuple ``(starving, qos, level, submit, id)`
 2. *QoS class*: interactive, then normal, then low (unknown classes: normal).
 3. *Level*: the level of the Gittins index of the task's attained service
    (``tacc_model``: shortest-expected first, learned from completed tasks),
-   bounded by its time limit, plus a fair-share shift. A running task is
+   bounded by its time limit, less one per ``age_step`` waited (aging: an old
+   task rises gradually, so an overloaded queue does not turn FIFO as with the
+   guard alone), plus a fair-share shift. A running task is
    preempted only for a task of a strictly better ``(starving, qos, level)``,
    so tasks of one level never preempt each other.
 4. Submit time (and id): FIFO inside a level; a preempted task keeps its place by age.
@@ -59,9 +61,11 @@ class Queue:
     """Sorted waiting tasks, fair-share factors and starvation, for one policy instance."""
 
     def __init__(self, half_life: float, calc_period: float, fair_weight: float, starve_after: float,
-                 level_ratio: float, size_exponent: float) -> None:
+                 level_ratio: float, size_exponent: float, age_step: float = 0.0) -> None:
         self.half_life, self.calc_period, self.fair_weight = half_life, calc_period, fair_weight
         self.starve_after, self.size_exponent = starve_after, size_exponent
+        self.age_step = age_step  # a waiting task rises one level per ``age_step`` seconds waited (0: never)
+        self.age_heap: list[tuple[float, int, TaskView]] = []  # (when the task rises a level, id, view)
         self.ratio = level_ratio
         self._log_ratio = math.log(level_ratio)
         self.model = Model.build(None, level_ratio)
@@ -98,12 +102,17 @@ class Queue:
         ran = t.attained / t.gpus if t.gpus else 0.0
         return (t.start if t.start is not None else now) - t.submit - ran
 
+    def tier(self, t: TaskView, now: float) -> int:
+        """Levels a task has risen by waiting (one per ``age_step``; for a running task, before this run)."""
+        return int(self.waited(t, now) // self.age_step) if self.age_step > 0 else 0
+
     def rank(self, t: TaskView, now: float) -> Rank:
         """The rank of a task, waiting or running, at ``now``."""
         qos = QOS_RANK.get(t.qos, 1)
         if self.waited(t, now) > self.starve_after:
             return (0, qos, 0, t.submit, t.id)
-        return (1, qos, self.base_level(t, t.done_at(now)) + self.shift.get((t.group, t.owner), 0), t.submit, t.id)
+        level = self.base_level(t, t.done_at(now)) - self.tier(t, now)
+        return (1, qos, level + self.shift.get((t.group, t.owner), 0), t.submit, t.id)
 
     # -- upkeep ----------------------------------------------------------------------------------
 
@@ -114,13 +123,14 @@ class Queue:
         if hist is not None and hist.version > 0 and (
                 h.version == 0 or hist.version >= h.version * (1.0 + rebuild_growth) + 8):
             self.model = Model.build(hist, self.ratio)
-            self._rebuild(view.waiting)
+            self._rebuild(view.waiting, view.now)
         self._sync(view)
         if self.last_calc is None or view.now - self.last_calc >= self.calc_period:
             self._fair_share(view)
 
-    def _key(self, t: TaskView) -> tuple[int, int, int, float, int]:
-        return (QOS_RANK.get(t.qos, 1), -t.priority, self.base_level(t, t.done), t.submit, t.id)
+    def _key(self, t: TaskView, now: float) -> tuple[int, int, int, float, int]:
+        level = self.base_level(t, t.done) - self.tier(t, now)
+        return (QOS_RANK.get(t.qos, 1), -t.priority, level, t.submit, t.id)
 
     def _unlist(self, tid: int) -> None:
         """Drop the task's entries from its list and from ``starving`` (so walks never meet stale ones)."""
@@ -139,19 +149,23 @@ class Queue:
             if i < len(st) and st[i] is se:
                 del st[i]
 
-    def _insert(self, t: TaskView) -> None:
+    def _insert(self, t: TaskView, now: float) -> None:
         self._unlist(t.id)
         lst = self.lists.setdefault((t.group, t.owner), [])
         self.seq += 1
-        e = (self._key(t), t.id, self.seq, t)
+        e = (self._key(t, now), t.id, self.seq, t)
         bisect.insort(lst, e)
         self.entry[t.id] = e
         self.known[t.id] = t
         self.entries += 1
         ran = t.attained / t.gpus if t.gpus else 0.0
         heapq.heappush(self.starve_heap, (t.submit + ran + self.starve_after, t.id, t))
+        if self.age_step > 0:
+            rise = t.submit + ran + (self.tier(t, now) + 1) * self.age_step
+            if now < rise < t.submit + ran + self.starve_after:  # (later than now: the rise loop in _sync ends)
+                heapq.heappush(self.age_heap, (rise, t.id, t))
 
-    def _rebuild(self, waiting: Mapping[int, TaskView]) -> None:
+    def _rebuild(self, waiting: Mapping[int, TaskView], now: float) -> None:
         """Re-sort the known tasks still waiting (new ones are inserted by ``_sync``)."""
         old = [t for tid, t in self.known.items() if tid in waiting]
         self.lists.clear()
@@ -167,7 +181,7 @@ class Queue:
             if se is not None and se[3] is t:
                 continue  # starving: walked from ``starving``, not from its list
             self.seq += 1
-            e = (self._key(t), t.id, self.seq, t)
+            e = (self._key(t, now), t.id, self.seq, t)
             lst.append(e)
             self.entry[t.id] = e
         for lst in self.lists.values():
@@ -188,7 +202,7 @@ class Queue:
                     break
                 new.append(tid)
             for tid in reversed(new):
-                self._insert(waiting[tid])
+                self._insert(waiting[tid], view.now)
         # unchanged (the same view objects: a C loop that compares identities first): nothing to do
         if len(known) != len(waiting) or self.fresh or known != waiting:
             self.fresh = False
@@ -197,7 +211,7 @@ class Queue:
                 t = waiting[tid]
                 seen = known.get(tid)
                 if seen is None or _moved(seen, t):
-                    self._insert(t)
+                    self._insert(t, view.now)
                 else:
                     self.fresh = True  # the caller builds fresh views: comparing them all costs, skip that next time
             # now every waiting task is known: the known ones not waiting are the extra ones
@@ -205,6 +219,11 @@ class Queue:
                 for tid in known.keys() - waiting.keys():
                     self._forget(tid)
         now = view.now
+        heap = self.age_heap
+        while heap and heap[0][0] <= now:  # risen a level by waiting: its place in its list moves up
+            _, tid, t = heapq.heappop(heap)
+            if known.get(tid) is t and tid in self.entry:
+                self._insert(t, now)
         heap = self.starve_heap
         while heap and heap[0][0] <= now:
             _, tid, t = heapq.heappop(heap)

@@ -54,8 +54,8 @@ class Running:
             nxt = queue.model.of(t.group).next_level[age_bucket(t.done_at(now))]
             at = t.start + (lower(nxt) - t.done) / t.rate if nxt < BUCKETS else math.inf
             if at < math.inf:
-                then = (1, r[1], queue.base_level(t, lower(nxt)) + queue.shift.get((t.group, t.owner), 0)) \
-                    if t.preemptible else NO_LEVEL
+                then = (1, r[1], queue.base_level(t, lower(nxt)) - queue.tier(t, now)
+                        + queue.shift.get((t.group, t.owner), 0)) if t.preemptible else NO_LEVEL
                 heapq.heappush(self.changes, (max(at, now + 1.0), t.id, t.start, then))  # no float-edge spin
 
     def _drop(self, tid: int) -> None:
