@@ -142,9 +142,22 @@ class Running:
     def next_change(self, best: Level | None = None) -> float | None:
         """When the next running task changes level; with ``best`` (the best level left waiting), the next
         change that makes a preemptible task worse than ``best``: the earliest that task could preempt it."""
-        if best is None:
-            return self.changes[0][0] if self.changes else None
-        return min((e[0] for e in self.changes if e[3] > best), default=None)
+        heap = self.changes
+        if best is None or not heap:
+            return heap[0][0] if heap else None
+        # the heap's entries in time order, lazily (a heap of its indices): stops at the first that counts
+        todo = [(heap[0][0], 0)]
+        n = len(heap)
+        for _ in range(64):  # then a linear scan costs less than going on
+            if not todo:
+                return None
+            at, i = heapq.heappop(todo)
+            if heap[i][3] > best:
+                return at
+            for j in (2 * i + 1, 2 * i + 2):
+                if j < n:
+                    heapq.heappush(todo, (heap[j][0], j))
+        return min((e[0] for e in heap if e[3] > best), default=None)
 
 
 def expected_end(t: TaskView, queue: Queue, now: float) -> float:
