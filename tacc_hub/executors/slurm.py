@@ -3,8 +3,9 @@
 Task directories are laid out as by the local executor (``<state_dir>/tasks/<id>/``: launch.sh,
 ``work/``, ``output.log``, ``exitcode``, ``checkpoint/``); the cluster's nodes must see this
 machine's filesystem at the same paths (a shared file system; on the dev cluster they are this
-machine). The batch job (``sbatch.py``) runs ``launch.sh`` on every node with ``srun`` and
-writes ``exitcode`` last; its output is appended to ``output.log``, which the log endpoints read.
+machine). The batch job (``sbatch.py``) writes its job id to ``job``, runs ``launch.sh`` on every
+node with ``srun`` and writes ``exitcode`` last (only while ``job`` still names it); its output is
+appended to ``output.log``, which the log endpoints read.
 
 Observing: one ``squeue --json`` per poll for all tasks, plus one ``sacct --json -j a,b,...``
 for the jobs squeue no longer lists. When a command fails or times out, the tasks are
@@ -14,6 +15,17 @@ command knows is ``unknown`` for ``missing_grace`` seconds (accounting may lag) 
 A job PENDING in Slurm after our scheduler placed it (nodes still held by a job that is ending,
 or by jobs of non-tacc users) is "running" from the service's view: the scheduler has given it
 its GPUs, and it starts when Slurm frees them.
+
+Slurm unreachable (``slurm_health``): a failing ``squeue`` or ``sbatch`` that could not reach
+slurmctld starts a streak; ``unavailable`` then tells the service to keep new tasks waiting (while
+the next try backs off, and always once the streak is older than ``unreachable_after`` seconds)
+and ``probe`` (``scontrol ping``) ends it. A launch that could not reach Slurm raises
+``LaunchUnavailable``: the task waits again, it does not fail.
+
+Node failure: the job ends NODE_FAIL (we submit ``--no-requeue``); its processes on a node whose
+slurmd died may live on and finish later. The batch script writes the job id to ``job`` first:
+an ``exitcode`` is read only while ``job`` names the job polled, so such an orphan cannot end the
+task's next run.
 
 Cancel: ``scancel --signal=TERM`` (every step: the task's processes on each node; the batch
 shell is spared so that it still collects their output and exit code), up to ``grace_period``
@@ -39,15 +51,13 @@ from pathlib import Path
 from typing import Any
 
 from ..scheduler.cluster import Node
-from .base import Executor, Launch, LaunchError, Observation
+from .base import REQUEUE_MARK, Executor, Launch, LaunchError, LaunchUnavailable, Observation
 from .local import DEFAULT_ENV_KEEP, free_port
 from .prepare import owner_dir, prepare_task_dir, task_env
 from .sbatch import render_batch
+from .slurm_health import Health, is_unreachable
 
 log = logging.getLogger(__name__)
-
-# Marks a reason after which the service may run the task again (it did not fail by itself).
-REQUEUE_MARK = "[requeue]"
 
 # Slurm job state -> (our status, reason). Exit codes come from the task's exitcode file when
 # it wrote one, else from Slurm; an ended job that did not complete never reports exit code 0.
@@ -139,6 +149,7 @@ class SlurmExecutor(Executor):
         command_timeout: float = 30.0,
         missing_grace: float = 60.0,
         max_backoff: float = 60.0,
+        unreachable_after: float = 60.0,
     ) -> None:
         self.root = Path(state_dir)
         (self.root / "tasks").mkdir(parents=True, exist_ok=True)
@@ -157,6 +168,7 @@ class SlurmExecutor(Executor):
         self._failures: dict[str, int] = {}  # per command (squeue, sacct): consecutive failures
         self._retry_at: dict[str, float] = {}  # per command: no new try before this (monotonic)
         self._missing_since: dict[str, float] = {}
+        self.health = Health(threshold=unreachable_after, max_backoff=min(30.0, max_backoff))
 
     # --- commands -----------------------------------------------------------------------
 
@@ -294,7 +306,11 @@ class SlurmExecutor(Executor):
         try:
             out = await self._run(self._argv("sbatch", "--parsable", *job.options, str(script), as_user=True))
         except SlurmError as exc:
+            if is_unreachable(str(exc)):
+                self.health.failed(str(exc))
+                raise LaunchUnavailable(f"could not reach Slurm to submit the job: {exc}") from exc
             raise LaunchError(f"sbatch refused the job: {exc}") from exc
+        self.health.ok()
         job_id = out.strip().split(";")[0]
         if not job_id.isdigit():
             raise LaunchError(f"sbatch printed no job id: {out[:200]!r}")
@@ -306,7 +322,25 @@ class SlurmExecutor(Executor):
         wait = self._retry_at.get(cmd, 0.0) - time.monotonic()
         return f"{cmd} is failing; next try in {wait:.0f} s" if wait > 0 else None
 
+    def unavailable(self) -> str | None:
+        return self.health.unavailable()
+
+    async def probe(self) -> None:
+        if not self.health.probe_due():
+            return
+        try:
+            await self._run(self._argv("scontrol", "ping"))  # exits 1 when slurmctld is down
+        except SlurmError as exc:
+            self.health.failed(str(exc))
+            log.info("slurm: still unreachable: %s", exc)
+        else:
+            log.info("slurm: reachable again after %d failed tries", self.health.failures)
+            self.health.ok()
+            self._succeeded("squeue")
+
     def _failed(self, cmd: str, exc: Exception) -> str:
+        if cmd == "squeue":  # slurmctld; sacct failing means slurmdbd, which launches do not need
+            self.health.failed(str(exc))
         self._failures[cmd] = n = self._failures.get(cmd, 0) + 1
         delay = min(self.max_backoff, 0.5 * 2 ** (n - 1))
         self._retry_at[cmd] = time.monotonic() + delay
@@ -314,6 +348,8 @@ class SlurmExecutor(Executor):
         return f"cannot reach Slurm: {exc}"
 
     def _succeeded(self, cmd: str) -> None:
+        if cmd == "squeue":
+            self.health.ok()
         self._failures.pop(cmd, None)
         self._retry_at.pop(cmd, None)
 
@@ -354,16 +390,19 @@ class SlurmExecutor(Executor):
                 out[tid] = Observation("unknown", reason=str(exc))
         return out
 
-    def _exitcode_file(self, task_id: int) -> int | None:
+    def _exitcode_file(self, task_id: int, job_id: str) -> int | None:
         path = self.task_dir(task_id) / "exitcode"
         if not path.exists():
             return None
+        owner = self.task_dir(task_id) / "job"
+        if not owner.exists() or owner.read_text().strip() != job_id:
+            return None  # not this job's (see "Node failure" above): Slurm's word decides
         text = path.read_text().strip()
         return int(text) if text.lstrip("-").isdigit() else 255
 
     def _observe(self, task_id: int, job_id: str, job: dict[str, Any] | None, now: float,
                  acct_down: str | None = None) -> Observation:
-        code = self._exitcode_file(task_id)
+        code = self._exitcode_file(task_id, job_id)
         cancelled = (self.task_dir(task_id) / "cancelled").exists()
         if job is None:
             if code is not None:
