@@ -9,6 +9,7 @@
 # Faults, for the recovery tests (jobs keep running on the nodes meanwhile):
 #   scripts/slurm-dev.sh stop-ctld    [--state-dir DIR]   stop slurmctld (SIGTERM: it saves its state)
 #   scripts/slurm-dev.sh start-ctld   [--state-dir DIR]   start it again (recovers its jobs), wait for it
+#                                                   and for the nodes to be up again
 #   scripts/slurm-dev.sh restart-ctld [--state-dir DIR]   both
 #   scripts/slurm-dev.sh kill-node NAME [--state-dir DIR] kill -9 the slurmd of node NAME (its jobs'
 #                                                   processes live on; Slurm marks the node down
@@ -517,6 +518,7 @@ stop_ctld() {
 start_ctld() {
   ours "$MUNGE_DIR/munged.pid" || die "the cluster in $DIR is not up (munged is not running)"
   start_slurmctld
+  wait_nodes  # the nodes are "unknown" until their slurmd registers again
 }
 
 kill_node() {

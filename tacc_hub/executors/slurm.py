@@ -168,7 +168,7 @@ class SlurmExecutor(Executor):
         self._failures: dict[str, int] = {}  # per command (squeue, sacct): consecutive failures
         self._retry_at: dict[str, float] = {}  # per command: no new try before this (monotonic)
         self._missing_since: dict[str, float] = {}
-        self.health = Health(threshold=unreachable_after, max_backoff=min(30.0, max_backoff))
+        self.health = Health(threshold=unreachable_after, max_backoff=min(10.0, max_backoff))
 
     # --- commands -----------------------------------------------------------------------
 
@@ -418,8 +418,9 @@ class SlurmExecutor(Executor):
         self._missing_since.pop(job_id, None)
         state = _state_name(job.get("job_state", job.get("state")))
         status, reason = STATES.get(state, ("unknown", f"unexpected Slurm job state {state or '?'}"))
-        if code is not None and state not in ("PENDING", "CONFIGURING"):
+        if code is not None and state not in ("PENDING", "CONFIGURING") and REQUEUE_MARK not in (reason or ""):
             # The batch script wrote it last: the task has ended (Slurm may still be COMPLETING).
+            # Not after a node failure: srun then ends (even with 0) while the task's processes did not.
             return Observation("exited", exit_code=code, reason="cancelled" if cancelled else None)
         if status != "exited":
             return Observation(status, reason=reason)  # type: ignore[arg-type]

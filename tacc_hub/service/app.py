@@ -158,7 +158,7 @@ class TaccHub(Application):
                            "not ask, such a task fails with the node named in its reason. 0: never requeue.")
     slurm_unreachable_after = Float(60.0, config=True, help="Seconds Slurm (slurmctld) may fail to answer before "
                                     "the service stops trying to launch tasks and only probes it (`scontrol ping`, "
-                                    "backing off up to 30 s). Meanwhile running tasks stay running (their state is "
+                                    "backing off up to 10 s). Meanwhile running tasks stay running (their state is "
                                     "unknown, never lost), new tasks wait with the reason 'Slurm unreachable since "
                                     "HH:MM:SS UTC (N failed tries)', and they launch once Slurm answers again. A "
                                     "launch that cannot reach Slurm, sooner, also makes its task wait again.")

@@ -56,6 +56,7 @@ class RecoveryMixin:
     live: dict[int, Live]
     attempts: dict[int, int]
     _changed: bool
+    _bg: set[asyncio.Task[Any]]
     _spawn: Callable[[Any], None]
     wake: Callable[[], None]
     _finish: Callable[..., None]
@@ -66,7 +67,7 @@ class RecoveryMixin:
         self.requeues: dict[int, int] = {}  # task -> node-failure requeues so far
         self.launch_hold: str | None = None  # why nothing can be launched now (the executor says)
         self._probing = False
-        self._refreshing = False
+        self._reading: asyncio.Task[None] | None = None
         self._nodes_read_at = float("-inf")
 
     # --- node failure -------------------------------------------------------------------
@@ -136,18 +137,25 @@ class RecoveryMixin:
         self.wake()
 
     async def _read_nodes(self) -> None:
-        """Re-read the executor's nodes (in a thread: it runs commands) and mark the missing ones down."""
+        """Re-read the executor's nodes (in a thread: it runs commands) and mark the missing ones down.
+
+        Callers meanwhile (several tasks of one failed node) wait for the same read."""
+        if self._reading is None or self._reading.done():
+            self._reading = asyncio.get_running_loop().create_task(self._read_nodes_once())
+            self._bg.add(self._reading)  # cancelled with the controller's other background work
+            self._reading.add_done_callback(self._bg.discard)
+        await asyncio.shield(self._reading)
+
+    async def _read_nodes_once(self) -> None:
         refresh: Callable[[], list[Node]] | None = getattr(self.executor, "refresh_nodes", None)
-        if refresh is None or self._refreshing:
+        if refresh is None:
             return
-        self._refreshing = True
         try:
             nodes = await asyncio.to_thread(refresh)
         except Exception as exc:  # the cluster cannot tell now: keep what we know
             log.warning("could not re-read the nodes: %s", exc)
             return
         finally:
-            self._refreshing = False
             self._nodes_read_at = time.monotonic()
         up = {n.name for n in nodes}
         down = {name for name in self.cluster.nodes if name not in up}
@@ -158,7 +166,8 @@ class RecoveryMixin:
             self.wake()
 
     def _recheck_down_nodes(self) -> None:
-        if self.cluster.down and not self._refreshing and time.monotonic() - self._nodes_read_at >= self.down_recheck:
+        reading = self._reading is not None and not self._reading.done()
+        if self.cluster.down and not reading and time.monotonic() - self._nodes_read_at >= self.down_recheck:
             self._spawn(self._read_nodes())
 
     # --- unreachable cluster ----------------------------------------------------------

@@ -65,15 +65,17 @@ async def test_node_failure_fails_a_task_that_does_not_ask(env) -> None:  # noqa
     ctl = make(env, ex)
     await ctl.start()
     try:
-        rec = await ctl.submit("alice", spec(env, gpus=1))
-        await until(lambda: ctl.store.get(rec.id).status == S.RUNNING)
-        node = node_of(ctl, rec.id)
-        ex.fail_node(node)
-        await until(lambda: ctl.store.get(rec.id).status == S.FAILED)
-        done = ctl.store.get(rec.id)
-        assert done.reason.startswith(f"node failure on {node} at "), done.reason
-        assert done.reason.endswith("not requeued: the task does not ask for it (qos.requeue)"), done.reason
-        assert len(ex.launched) == 1 and ctl.cluster.down == {node}
+        recs = [await ctl.submit("alice", spec(env, gpus=1)) for _ in range(2)]
+        await until(lambda: all(ctl.store.get(r.id).status == S.RUNNING for r in recs))
+        node = node_of(ctl, recs[0].id)
+        assert node_of(ctl, recs[1].id) == node  # packed on one node
+        assert sorted(ex.fail_node(node)) == [r.id for r in recs]
+        await until(lambda: all(ctl.store.get(r.id).status == S.FAILED for r in recs))
+        for r in recs:  # both name the node: they waited for the same re-read of the nodes
+            done = ctl.store.get(r.id)
+            assert done.reason.startswith(f"node failure on {node} at "), done.reason
+            assert done.reason.endswith("not requeued: the task does not ask for it (qos.requeue)"), done.reason
+        assert len(ex.launched) == 2 and ctl.cluster.down == {node}
         # A new task is placed on the node that is still up.
         other = await ctl.submit("alice", spec(env, gpus=2))
         await until(lambda: ctl.store.get(other.id).status == S.RUNNING)

@@ -82,3 +82,13 @@ def test_time_and_gpu_options() -> None:
     assert [time_option(s) for s in (1, 60, 61, 5430)] == ["1", "1", "2", "91"]
     with pytest.raises(LaunchError, match="same GPU count"):
         gpus_per_node(Placement(nodes=[NodeSlots(node="n1", gpus=[0, 1]), NodeSlots(node="n2", gpus=[0])]))
+
+
+def test_a_node_failure_wins_over_an_exit_code_file(tmp_path: Path) -> None:
+    # srun ends (here with 0) when Slurm fails the job's node; the batch script still writes that code.
+    ex = SlurmExecutor(tmp_path)
+    ex.task_dir(1).mkdir(parents=True)
+    (ex.task_dir(1) / "exitcode").write_text("0\n")
+    (ex.task_dir(1) / "job").write_text("42\n")
+    obs = ex._observe(1, "42", {"job_state": "NODE_FAIL", "exit_code": 0}, 0.0)
+    assert obs == Observation("exited", exit_code=1, reason=f"node failure {REQUEUE_MARK}")
