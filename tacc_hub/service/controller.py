@@ -45,7 +45,7 @@ from tacc_hub.schema import SnapshotCode, SpecError, TaskSpec
 from tacc_hub.snapshot import CodeStore
 from tacc_hub.store import InsertBatcher, NewTask, Store, TaskRecord, TaskStatus
 
-from .recovery import RecoveryMixin
+from .recovery import RecoveryMixin, launched
 
 log = logging.getLogger("tacc_hub.controller")
 
@@ -251,7 +251,7 @@ class Controller(RecoveryMixin):
             if rec.status == S.PENDING:
                 self._enqueue(view, rec.spec or {})
                 continue
-            if rec.status == S.STARTING and not rec.executor_state:
+            if rec.status == S.STARTING and not launched(rec.executor_state):
                 self.store.transition(rec.id, S.PENDING, expected=S.STARTING, placement=None,
                                       reason="requeued: the service restarted before the task was launched")
                 self._enqueue(view, rec.spec or {})

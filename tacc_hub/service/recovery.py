@@ -43,6 +43,11 @@ S = TaskStatus
 REQUEUES_KEY = "tacc_requeues"  # in executor_state: node-failure requeues so far
 
 
+def launched(executor_state: dict[str, Any] | None) -> bool:
+    """Whether an executor ever answered a launch (its state holds more than our requeue count)."""
+    return any(k != REQUEUES_KEY for k in executor_state or {})
+
+
 def _utc(ts: float) -> str:
     return time.strftime("%H:%M:%S", time.gmtime(ts))
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import pytest
 
 from tacc_hub.executors import FakeExecutor
 from tacc_hub.scheduler.policies import FifoGang
 from tacc_hub.service.controller import Controller
 from tacc_hub.service.recovery import REQUEUES_KEY
-from tacc_hub.store import TaskStatus
+from tacc_hub.store import NewTask, TaskStatus
 from tests.unit.test_controller import env, spec, until  # noqa: F401 - env is a fixture
 
 S = TaskStatus
@@ -148,5 +151,47 @@ async def test_a_launch_that_cannot_reach_the_cluster_waits_again(env, cancel: b
         ex.unreachable = None
         await until(lambda: ctl.store.get(rec.id).status == S.RUNNING)
         assert len(ex.launched) == 1 and ex.launched[0].attempt == 0
+    finally:
+        await ctl.stop()
+
+
+async def test_a_requeued_task_waits_for_its_node_and_says_why(env) -> None:  # noqa: F811
+    ex = FakeExecutor(gpus=2, nodes=1)
+    ctl = make(env, ex)
+    await ctl.start()
+    try:
+        rec = await ctl.submit("alice", spec(env, gpus=2, qos={"requeue": True}))
+        await until(lambda: ctl.store.get(rec.id).status == S.RUNNING)
+        ex.fail_node("n1")
+        await until(lambda: ctl.store.get(rec.id).status == S.PENDING)
+        ctl._explained_at = float("-inf")
+        why = ctl.reason_for(ctl.store.get(rec.id))  # the queue's reason, and what happened before
+        assert why.startswith("Resources") and "(after: node failure on n1 at " in why, why
+        assert "requeued (1 of at most 3)" in why, why
+        await asyncio.sleep(0.3)
+        assert len(ex.launched) == 1  # never placed on the dead node
+        ex.restore_node("n1")
+        await until(lambda: ctl.store.get(rec.id).status == S.RUNNING)
+        assert len(ex.launched) == 2 and not ctl.cluster.down
+    finally:
+        await ctl.stop()
+
+
+async def test_a_crash_before_the_launch_of_a_requeued_task_requeues_it_again(env) -> None:  # noqa: F811
+    store = env[0]
+    ex = FakeExecutor(gpus=2, nodes=1)
+    task = spec(env, gpus=2, qos={"requeue": True})
+    plan = make(env, ex).compile(task)
+    rec = store.insert_tasks([NewTask(owner="alice", name="t", digest=plan.task_digest,
+                                      spec=task.model_dump(mode="json", by_alias=True),
+                                      plan=plan.model_dump(mode="json"), submitted_at=time.time())])[0]
+    # What a crash between placement and launch leaves of a task requeued once before.
+    store.transition(rec.id, S.STARTING, expected=S.PENDING, placement={"nodes": [{"node": "n1", "gpus": [0, 1]}]},
+                     executor_state={REQUEUES_KEY: 1})
+    ctl = make(env, ex)
+    await ctl.start()
+    try:
+        await until(lambda: store.get(rec.id).status == S.RUNNING)
+        assert ctl.requeues == {rec.id: 1} and store.get(rec.id).executor_state[REQUEUES_KEY] == 1
     finally:
         await ctl.stop()
