@@ -121,6 +121,6 @@ class ClusterState:
             out.append({
                 "name": node.name, "gpus": node.gpus, "gpus_used": len(node.holders),
                 "gpus_free": node.gpus - len(node.holders), "partition": node.partition,
-                "gpu_type": node.gpu_type, "tasks": tasks,
+                "gpu_type": node.gpu_type, "tasks": tasks, "down": node.name in self.down,
             })
         return out

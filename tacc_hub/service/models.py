@@ -75,6 +75,8 @@ class NodeOut(BaseModel):
     partition: str | None = None
     gpu_type: str | None = None
     tasks: list[int]
+    down: bool = Field(False, description="The node failed (e.g. Slurm marked it down): nothing is placed on it "
+                       "until the executor reports it up again.")
 
 
 class ClusterOut(BaseModel):

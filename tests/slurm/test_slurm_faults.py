@@ -181,6 +181,8 @@ def test_a_killed_slurmd_requeues_the_task_that_asks_and_fails_the_other(cluster
         assert failed["status"] == "failed", failed
         assert f"node failure on {placed[lose]} at " in failed["reason"], failed
         assert "not requeued: the task does not ask for it (qos.requeue)" in failed["reason"], failed
+        nodes = {n["name"]: n for n in api.call("GET", "/api/cluster")[1]["nodes"]}
+        assert [name for name, n in sorted(nodes.items()) if n["down"]] == dead, nodes
 
         done = api.wait_status(keep, ENDED, timeout=120)
         assert done["status"] == "succeeded" and done["exit_code"] == 0, done

@@ -79,6 +79,7 @@ async def test_node_failure_fails_a_task_that_does_not_ask(env) -> None:  # noqa
             assert done.reason.startswith(f"node failure on {node} at "), done.reason
             assert done.reason.endswith("not requeued: the task does not ask for it (qos.requeue)"), done.reason
         assert len(ex.launched) == 2 and ctl.cluster.down == {node}
+        assert [n["name"] for n in ctl.cluster.summary() if n["down"]] == [node]
         # A new task is placed on the node that is still up.
         other = await ctl.submit("alice", spec(env, gpus=2))
         await until(lambda: ctl.store.get(other.id).status == S.RUNNING)
