@@ -20,7 +20,9 @@ Slurm unreachable (``slurm_health``): a failing ``squeue`` or ``sbatch`` that co
 slurmctld starts a streak; ``unavailable`` then tells the service to keep new tasks waiting (while
 the next try backs off, and always once the streak is older than ``unreachable_after`` seconds)
 and ``probe`` (``scontrol ping``) ends it. A launch that could not reach Slurm raises
-``LaunchUnavailable``: the task waits again, it does not fail.
+``LaunchUnavailable``: the task waits again, it does not fail. When that sbatch timed out (the
+job may have been taken after all), the next launch of the task first cancels any job of it
+still in Slurm (``tacc-<id>`` in the task's directory): a task never runs twice at once.
 
 Node failure: the job ends NODE_FAIL (we submit ``--no-requeue``); its processes on a node whose
 slurmd died may live on and finish later. The batch script writes the job id to ``job`` first:
@@ -55,7 +57,7 @@ from .base import REQUEUE_MARK, Executor, Launch, LaunchError, LaunchUnavailable
 from .local import DEFAULT_ENV_KEEP, free_port
 from .prepare import owner_dir, prepare_task_dir, task_env
 from .sbatch import render_batch
-from .slurm_health import Health, is_unreachable
+from .slurm_health import Health, is_unreachable, may_have_gone_through
 
 log = logging.getLogger(__name__)
 
@@ -169,6 +171,7 @@ class SlurmExecutor(Executor):
         self._retry_at: dict[str, float] = {}  # per command: no new try before this (monotonic)
         self._missing_since: dict[str, float] = {}
         self.health = Health(threshold=unreachable_after, max_backoff=min(10.0, max_backoff))
+        self._unsure: set[int] = set()  # tasks whose last sbatch timed out: it may have gone through
 
     # --- commands -----------------------------------------------------------------------
 
@@ -288,6 +291,8 @@ class SlurmExecutor(Executor):
         return tdir
 
     async def launch(self, launch: Launch) -> dict[str, Any]:
+        if launch.task_id in self._unsure:
+            await self._cancel_strays(launch.task_id)
         try:
             tdir = await asyncio.to_thread(self._prepare, launch)
         except LaunchError:
@@ -308,6 +313,8 @@ class SlurmExecutor(Executor):
         except SlurmError as exc:
             if is_unreachable(str(exc)):
                 self.health.failed(str(exc))
+                if may_have_gone_through(str(exc)):
+                    self._unsure.add(launch.task_id)
                 raise LaunchUnavailable(f"could not reach Slurm to submit the job: {exc}") from exc
             raise LaunchError(f"sbatch refused the job: {exc}") from exc
         self.health.ok()
@@ -315,6 +322,21 @@ class SlurmExecutor(Executor):
         if not job_id.isdigit():
             raise LaunchError(f"sbatch printed no job id: {out[:200]!r}")
         return {"job_id": job_id, "dir": str(tdir)}
+
+    async def _cancel_strays(self, task_id: int) -> None:
+        """Cancel the jobs an earlier, timed-out sbatch of this task may have submitted after all."""
+        try:
+            text = await self._run(self._argv("squeue", "-h", "-n", f"tacc-{int(task_id)}", "-o", "%i %Z"))
+        except SlurmError as exc:
+            self.health.failed(str(exc))
+            raise LaunchUnavailable(f"could not check Slurm for an earlier submission of the task: {exc}") from exc
+        for line in text.splitlines():
+            job_id, _, workdir = line.strip().partition(" ")
+            if job_id.isdigit() and workdir == str(self.task_dir(task_id)):
+                log.warning("slurm: cancelling job %s, submitted for task %s by an sbatch that timed out", job_id,
+                            task_id)
+                await self.cancel(task_id, {"job_id": job_id})
+        self._unsure.discard(task_id)
 
     # --- poll ---------------------------------------------------------------------------
 

@@ -28,6 +28,12 @@ def is_unreachable(error: str) -> bool:
     return bool(_UNREACHABLE.search(error))
 
 
+def may_have_gone_through(error: str) -> bool:
+    """Whether a request that failed this way may still have been carried out (it timed out: slurmctld may
+    have taken it and not answered in time), as opposed to never having reached slurmctld."""
+    return "timed out" in error.lower()
+
+
 class Health:
     def __init__(self, threshold: float = 60.0, max_backoff: float = 30.0) -> None:
         self.threshold = threshold

@@ -18,8 +18,10 @@ from pathlib import Path
 
 import pytest
 
+from tacc_hub.executors.slurm import SlurmExecutor
 from tests.e2e.conftest import Api, ServiceProcess, tcloud, write_task
 from tests.slurm.conftest import SlurmCluster
+from tests.slurm.test_slurm_executor import Tasks
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -204,3 +206,31 @@ def test_a_killed_slurmd_requeues_the_task_that_asks_and_fails_the_other(cluster
                     os.kill(int(pidfile.read_text()), signal.SIGTERM)
                 except (ProcessLookupError, ValueError):
                     pass
+
+
+async def test_a_launch_after_a_timed_out_sbatch_cancels_what_that_sbatch_submitted(slurm_cluster: SlurmCluster,
+                                                                                   tmp_path: Path) -> None:
+    ex = SlurmExecutor(tmp_path / "state", grace_period=1)
+    tasks = Tasks(ex, tmp_path)
+    stray = kept = ""
+    try:
+        # What an sbatch that timed out may have left: a job of task 7 (its name, its directory).
+        tdir = ex.task_dir(7)
+        tdir.mkdir(parents=True)
+        other = tmp_path / "elsewhere"
+        other.mkdir()
+        sub = ["sbatch", "--parsable", "--job-name=tacc-7", "-o", "/dev/null", "--wrap", "sleep 300"]
+        stray = subprocess.run([*sub, f"--chdir={tdir}"], capture_output=True, text=True, timeout=60,
+                               check=True).stdout.strip()
+        kept = subprocess.run([*sub, f"--chdir={other}"], capture_output=True, text=True, timeout=60,
+                              check=True).stdout.strip()  # same name, not our task's directory: not ours
+        ex._unsure.add(7)
+        state = await tasks.launch(7, tasks.plan({"main.sh": "echo once\n"}, entrypoint={"argv": ["bash", "main.sh"]}))
+        assert state["job_id"] not in (stray, kept) and 7 not in ex._unsure
+        assert (await tasks.wait(7, "exited")).exit_code == 0, tasks.log(7)
+        active = subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, timeout=60,
+                                check=True).stdout.split()
+        assert stray not in active and kept in active, active
+        assert tasks.log(7).splitlines().count("once") == 1
+    finally:
+        subprocess.run(["scancel", *(j for j in (stray, kept) if j)], capture_output=True, timeout=60, check=False)

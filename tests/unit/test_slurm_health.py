@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from tacc_hub.executors.slurm_health import Health, is_unreachable
+from tacc_hub.executors.slurm_health import Health, is_unreachable, may_have_gone_through
 
 
 def test_which_errors_mean_slurm_is_unreachable() -> None:
@@ -35,3 +35,9 @@ def test_a_short_outage_backs_off_and_a_long_one_stops_launches() -> None:
     assert why == f"Slurm unreachable since {stamp} UTC (2 failed tries): connect failure", why
     h.ok()
     assert h.unavailable() is None and h.failures == 0 and not h.probe_due()
+
+
+def test_only_a_timeout_may_have_submitted_the_job() -> None:
+    assert may_have_gone_through("sbatch timed out after 30 s")
+    assert may_have_gone_through("sbatch exited 1: Batch job submission failed: Socket timed out on send/recv")
+    assert not may_have_gone_through("sbatch exited 1: Unable to contact slurm controller (connect failure)")
