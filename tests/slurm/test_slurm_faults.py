@@ -32,6 +32,10 @@ ENDED = {"succeeded", "failed", "cancelled", "lost"}
 @pytest.fixture
 def cluster(slurm_cluster: SlurmCluster) -> Iterator[SlurmCluster]:
     """The shared cluster, made whole again after the test (daemons started, every node up)."""
+    if "SlurmdTimeout=" not in slurm_cluster.conf.read_text():
+        pytest.fail(f"the dev cluster in {slurm_cluster.state_dir} was brought up by an older scripts/slurm-dev.sh "
+                    "(Slurm's default SlurmdTimeout of 300 s): bring it down (scripts/slurm-dev.sh down "
+                    "--state-dir DIR) and rerun", pytrace=False)
     try:
         yield slurm_cluster
     finally:
