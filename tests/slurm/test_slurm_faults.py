@@ -83,6 +83,13 @@ def slurm_jobs(state_dir: Path, n: int, timeout: float = 60.0) -> dict[int, list
     return wait_for(f"{n} ended jobs in sacct", read, timeout, every=1.0)
 
 
+def gated(name: str, gpus: int, gate: Path) -> str:
+    """A task file whose runs print begin, wait until ``gate`` exists, print end."""
+    return (f"name: {name}\ncode: .\nresources: {{nodes: 1, gpus_per_node: {gpus}}}\nentrypoint:\n"
+            f"  - echo begin $SLURM_JOB_ID\n  - while [ ! -e {gate} ]; do sleep 0.2; done\n"
+            "  - echo end $SLURM_JOB_ID\n")
+
+
 def job_lines(api: Api, task_id: int) -> list[str]:
     _, logs = api.call("GET", f"/api/tasks/{task_id}/logs")
     return [line for line in logs["data"].splitlines() if line.startswith(("begin ", "end ", "run-", "done "))]
@@ -92,8 +99,8 @@ def test_slurmctld_restart_during_runs_loses_and_duplicates_nothing(cluster: Slu
     svc = ServiceProcess(tmp_path / "svc", *ARGS).start()
     try:
         api = Api(svc.url, svc.token("alice"))
-        d = write_task(tmp_path / "t", "name: ctld-restart\ncode: .\nresources: {nodes: 1, gpus_per_node: 2}\n"
-                       "entrypoint:\n  - echo begin $SLURM_JOB_ID\n  - sleep 6\n  - echo end $SLURM_JOB_ID\n")
+        gate = tmp_path / "gate"
+        d = write_task(tmp_path / "t", gated("ctld-restart", 2, gate))
         ids = [submit(svc, "alice", d) for _ in range(5)]  # 4 nodes of 2 GPUs: four run, one waits
 
         def split() -> dict[str, list[int]] | None:
@@ -104,6 +111,7 @@ def test_slurmctld_restart_during_runs_loses_and_duplicates_nothing(cluster: Slu
 
         waiting = wait_for("4 running and 1 waiting", split)["pending"][0]
         fault(cluster, "restart-ctld")  # stop (state saved), start again, wait for the nodes
+        gate.touch()  # the four runs end; the fifth task starts
 
         finals = {i: api.wait_status(i, ENDED, timeout=180) for i in ids}
         assert all(f["status"] == "succeeded" and f["exit_code"] == 0 for f in finals.values()), finals
@@ -123,8 +131,8 @@ def test_slurm_unreachable_keeps_runs_and_holds_new_tasks_with_a_reason(cluster:
     svc = ServiceProcess(tmp_path / "svc", *ARGS, "--TaccHub.slurm_unreachable_after=3").start()
     try:
         api = Api(svc.url, svc.token("alice"))
-        d = write_task(tmp_path / "t", "name: outage\ncode: .\nresources: {nodes: 1, gpus_per_node: 1}\n"
-                       "entrypoint:\n  - echo begin $SLURM_JOB_ID\n  - sleep 8\n  - echo end $SLURM_JOB_ID\n")
+        gate = tmp_path / "gate"
+        d = write_task(tmp_path / "t", gated("outage", 1, gate))
         running = submit(svc, "alice", d)
         api.wait_status(running, {"running"}, timeout=120)
         fault(cluster, "stop-ctld")
@@ -147,6 +155,7 @@ def test_slurm_unreachable_keeps_runs_and_holds_new_tasks_with_a_reason(cluster:
         assert again["status"] == "pending" and again["queue"]["reason"] == "Unavailable", again
 
         fault(cluster, "start-ctld")
+        gate.touch()
         for i in (running, new):
             done = api.wait_status(i, ENDED, timeout=180)
             assert done["status"] == "succeeded" and done["exit_code"] == 0, done
@@ -202,6 +211,11 @@ def test_a_killed_slurmd_requeues_the_task_that_asks_and_fails_the_other(cluster
         # Its log holds both runs, the second one complete; its reason tells what happened.
         assert job_lines(api, keep) == [f"run-0 on {placed[keep]} job {first_job}",
                                         f"run-1 on {second} job {second_job}", f"done {second_job}"]
+        # The node comes back (its slurmd restarted; ReturnToService=2) and the service uses it again.
+        for node in dead:
+            fault(cluster, "start-node", node)
+        wait_for("the service to see every node up again", lambda: not any(
+            n["down"] for n in api.call("GET", "/api/cluster")[1]["nodes"]), timeout=60)
     finally:
         svc.stop()
         for pidfile in orphans:  # the first runs' processes outlived their slurmd: end them
