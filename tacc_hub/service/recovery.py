@@ -182,7 +182,7 @@ class RecoveryMixin:
         why = self.executor.unavailable()
         if why != self.launch_hold:
             if why is None:
-                log.info("the executor is reachable again")
+                log.info("launches resumed (the executor answers again, or its next try is due)")
             elif self.launch_hold is None:
                 log.warning("launches held: %s", why)
             self.launch_hold = why

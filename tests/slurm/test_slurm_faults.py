@@ -110,6 +110,9 @@ def test_slurmctld_restart_during_runs_loses_and_duplicates_nothing(cluster: Slu
             return by if len(by.get("running", [])) == 4 and len(by.get("pending", [])) == 1 else None
 
         waiting = wait_for("4 running and 1 waiting", split)["pending"][0]
+        for i in ids:  # the runs have really started (their steps exist) before slurmctld goes
+            if i != waiting:
+                wait_for(f"task {i} to begin", lambda i=i: job_lines(api, i)[:1] != [], timeout=120)
         fault(cluster, "restart-ctld")  # stop (state saved), start again, wait for the nodes
         gate.touch()  # the four runs end; the fifth task starts
 
@@ -135,6 +138,7 @@ def test_slurm_unreachable_keeps_runs_and_holds_new_tasks_with_a_reason(cluster:
         d = write_task(tmp_path / "t", gated("outage", 1, gate))
         running = submit(svc, "alice", d)
         api.wait_status(running, {"running"}, timeout=120)
+        wait_for("the run to begin", lambda: job_lines(api, running)[:1] != [], timeout=120)
         fault(cluster, "stop-ctld")
         down_at = time.time()
         new = submit(svc, "alice", d)  # accepted: only its launch needs Slurm
