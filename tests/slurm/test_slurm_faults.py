@@ -256,3 +256,11 @@ async def test_a_launch_after_a_timed_out_sbatch_cancels_what_that_sbatch_submit
         assert tasks.log(7).splitlines().count("once") == 1
     finally:
         subprocess.run(["scancel", *(j for j in (stray, kept) if j)], capture_output=True, timeout=60, check=False)
+
+
+def test_the_fault_commands_check_their_arguments(slurm_cluster: SlurmCluster) -> None:
+    assert slurm_cluster.script("kill-node").returncode == 2  # a node name is needed
+    assert slurm_cluster.script("restart-ctld", "n1").returncode == 2  # and only there
+    bad = slurm_cluster.script("kill-node", "n9")
+    assert bad.returncode == 1 and "no node 'n9'" in bad.stderr, bad.stderr
+    assert slurm_cluster.script("status").returncode == 0  # nothing was touched
