@@ -7,7 +7,10 @@ The cluster: 128 nodes x 8 GPUs, 4 nodes per switch. The queue: 10,000 waiting
 tasks from 300 users in 20 groups (1 to 32 GPUs, mostly small, some preemptible,
 three QoS classes, predictions from 1 minute to a day), quotas on every group,
 the cluster nearly full. Between passes a few running tasks end and a few new
-tasks arrive, as in a busy service; the pass that follows is timed.
+tasks arrive, as in a busy service; the pass that follows is timed. After the
+set-up, the garbage collector collects and freezes the long-lived objects, as the
+service does after start-up and every 10 minutes between passes
+(``tacc_hub/service/gcpause.py``): full collections then walk only what is new.
 
 Baseline in the same run: the same passes under the ``fifo`` policy. Also printed:
 the queue explanation (reasons, positions, estimated starts for all 10,000), which
@@ -29,6 +32,7 @@ from tacc_hub.scheduler import ClusterState, Node
 from tacc_hub.scheduler.policies import POLICIES, make
 from tacc_hub.scheduler.policy import Limits, Quotas, TaskView
 from tacc_hub.scheduler.queue import LiveQueue
+from tacc_hub.service.gcpause import refreeze
 
 NODES, GPUS, PER_SWITCH, WAITING, USERS, GROUPS = 128, 8, 4, 10_000, 300, 20
 SIZES = [1] * 40 + [2] * 20 + [4] * 15 + [8] * 15 + [16] * 7 + [32] * 3
@@ -58,6 +62,10 @@ def setup(policy: str, seed: int) -> tuple[LiveQueue, random.Random, Quotas]:
     q.plan(now, quotas)
     while len(q.waiting) > WAITING:
         q.drop(next(iter(q.waiting)))
+    q.plan(now, quotas)  # untimed: the policy forgets the 10,000 dropped at once (not a steady-state pass)
+    for tid in list(q.preempting):
+        q.requeue(tid, now)
+    refreeze()  # as the service does after start-up and every 10 minutes, between passes (service/gcpause.py)
     return q, rng, quotas
 
 

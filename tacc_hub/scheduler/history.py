@@ -34,12 +34,20 @@ def lower(i: int) -> float:
 class DurationHistory:
     """Histograms of completed run times (packed-placement seconds), per group and over all groups."""
 
-    __slots__ = ("_all", "_groups", "version")
+    __slots__ = ("_all", "_groups", "past", "version")
 
     def __init__(self) -> None:
         self._groups: dict[str, list[int]] = {}
         self._all = [0] * BUCKETS
         self.version = 0
+        # GPU-seconds each (group, user) used before this process started, as (when, usage) pairs (``when``:
+        # the middle of the window it was used in): a policy that keeps fair share starts from it, decayed
+        # by its own half-life, instead of from zero (the service seeds it from its store)
+        self.past: list[tuple[float, dict[tuple[str, str], float]]] = []
+
+    def seed_usage(self, past: list[tuple[float, dict[tuple[str, str], float]]]) -> None:
+        """Past usage (see ``past``)."""
+        self.past = [(at, dict(usage)) for at, usage in past]
 
     def observe(self, group: str, seconds: float) -> None:
         i = bucket(max(0.0, seconds))

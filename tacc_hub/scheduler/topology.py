@@ -24,10 +24,14 @@ Invariants:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import compress, count
+from operator import is_not
 
 from .cluster import NodeSlots, Placement
+
+_GENERATIONS = count(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +70,24 @@ class FreeMap:
         self.switch: dict[str, str] = {}
         self.node_size = 0
         self.total = 0
-        self.gen = 0  # bumped on every change: callers may cache fits per generation
+        # a new value, never used before by any map, on every change: callers may cache fits per generation,
+        # and a caller that undoes its changes may set ``gen`` back to the value it had then
+        self.gen = next(_GENERATIONS)
         self._members: dict[str, list[str]] | None = None  # node names per switch, built when first needed
         for n in nodes:
             self.free[n.name] = list(n.free)
             self.switch[n.name] = n.switch
             self.node_size = max(self.node_size, n.gpus)
             self.total += len(n.free)
+
+    def copy(self) -> FreeMap:
+        """An independent map with the same free slots (cheap: ``take`` and ``give`` replace lists, never edit them)."""
+        new = FreeMap(())
+        new.free = dict(self.free)
+        new.switch = self.switch  # read only
+        new.node_size, new.total = self.node_size, self.total
+        new._members = self._members  # derived from ``switch`` only
+        return new
 
     def can_take(self, placement: Placement) -> bool:
         for slot in placement.nodes:
@@ -88,7 +103,7 @@ class FreeMap:
             taken = set(slot.gpus)
             self.free[slot.node] = [g for g in self.free[slot.node] if g not in taken]
             self.total -= len(taken)
-        self.gen += 1
+        self.gen = next(_GENERATIONS)
 
     def give(self, placement: Placement) -> None:
         free = self.free
@@ -98,7 +113,7 @@ class FreeMap:
                 new = sorted(set(old) | set(slot.gpus))
                 free[slot.node] = new
                 self.total += len(new) - len(old)
-        self.gen += 1
+        self.gen = next(_GENERATIONS)
 
     def packed(self, nodes: int, gpus_per_node: int, flexible: bool = False) -> bool:
         """Whether ``fit`` would return a placement that is not spread (without building it)."""
@@ -156,6 +171,43 @@ class FreeMap:
                 if sum(ks[:least]) >= need:
                     return True
             elif sum(1 for n in members[sw] if len(free[n]) >= gpus_per_node) >= nodes:
+                return True
+        return False
+
+    def counts_with(self, extra: dict[str, int]) -> dict[str, int]:
+        """Free GPUs per node if each node had ``extra[node]`` more (for ``could_fit``)."""
+        return {n: len(f) + extra.get(n, 0) for n, f in self.free.items()}
+
+    def could_fit(self, counts: dict[str, int], nodes: int, gpus_per_node: int, flexible: bool,
+                  packed: bool, one_switch: bool) -> bool:
+        """Whether the shape could fit (``packed``: not spread; ``one_switch``: within one switch) if each
+        node had ``counts[node]`` free GPUs (``counts_with``): an upper bound, from counts only."""
+        need = nodes * gpus_per_node
+        if sum(counts.values()) < need:
+            return False
+        sw = self.switch
+        if flexible:
+            least = min_nodes(need, self.node_size)
+            if packed and least == 1:
+                return max(counts.values(), default=0) >= need
+            if not packed and not one_switch:
+                return True
+            by: dict[str, list[int]] = {}
+            for n, c in counts.items():
+                if c:
+                    by.setdefault(sw[n], []).append(c)
+            if packed:
+                return any(sum(sorted(ks, reverse=True)[:least]) >= need for ks in by.values())
+            return any(sum(ks) >= need for ks in by.values())
+        big = [n for n, c in counts.items() if c >= gpus_per_node]
+        if len(big) < nodes:
+            return False
+        if nodes == 1 or not (packed or one_switch):
+            return True
+        per: dict[str, int] = {}
+        for n in big:
+            k = per[sw[n]] = per.get(sw[n], 0) + 1
+            if k >= nodes:
                 return True
         return False
 
@@ -280,3 +332,44 @@ class FreeMap:
             return self._slots(best, len(best) > least)
         counts = self._greedy([n for n, f in self.free.items() if f], need)  # empty nodes would end it anyway
         return None if counts is None else self._slots(counts, True)
+
+
+class MapCache:
+    """A ``FreeMap`` kept in step with a caller's node views, pass after pass.
+
+    A caller that passes the same ``NodeView`` objects for nodes that did not
+    change (the simulator) costs one identity check per node and one list per
+    changed node; fresh views every pass (a service) cost what building the map
+    costs. ``of`` returns a copy the pass may change freely."""
+
+    __slots__ = ("map", "nodes")
+
+    def __init__(self) -> None:
+        self.map: FreeMap | None = None
+        self.nodes: list[NodeView] = []
+
+    def of(self, nodes: Sequence[NodeView]) -> FreeMap:
+        return self.current(nodes).copy()
+
+    def current(self, nodes: Sequence[NodeView]) -> FreeMap:
+        """The cached map itself, in step with ``nodes``: never change it (``of`` gives a copy to change)."""
+        m, prev = self.map, self.nodes
+        if m is None or len(prev) != len(nodes):
+            return self._build(nodes)
+        changed = list(compress(range(len(nodes)), map(is_not, prev, nodes)))
+        if changed:
+            for k in changed:
+                n, o = nodes[k], prev[k]
+                if n.name != o.name or n.switch != o.switch or n.gpus != o.gpus:
+                    return self._build(nodes)
+                if n.free != o.free:
+                    m.free[n.name] = list(n.free)
+                    m.total += len(n.free) - len(o.free)
+                    m.gen = next(_GENERATIONS)
+            self.nodes = list(nodes)
+        return m
+
+    def _build(self, nodes: Sequence[NodeView]) -> FreeMap:
+        self.map = m = FreeMap(nodes)
+        self.nodes = list(nodes)
+        return m

@@ -45,6 +45,7 @@ from tacc_hub.schema import SnapshotCode, SpecError, TaskSpec
 from tacc_hub.snapshot import CodeStore
 from tacc_hub.store import InsertBatcher, NewTask, Store, TaskRecord, TaskStatus
 
+from .gcpause import GcPacer
 from .recovery import RecoveryMixin, launched
 
 log = logging.getLogger("tacc_hub.controller")
@@ -137,6 +138,7 @@ class Controller(RecoveryMixin):
         self._loop_task: asyncio.Task[None] | None = None
         self._stopping = False
         self._bg: set[asyncio.Task[Any]] = set()
+        self.gc = GcPacer()
         executor.set_waker(self.wake)
         self._init_recovery(max_requeues, down_recheck)
 
@@ -146,6 +148,7 @@ class Controller(RecoveryMixin):
         self.batcher.start()
         self.reload_quotas()
         await self.recover()
+        self.gc.maybe()  # the recovered queue and rows leave the collector's generations
         self._loop_task = asyncio.get_running_loop().create_task(self._loop())
 
     async def stop(self) -> None:
@@ -240,9 +243,22 @@ class Controller(RecoveryMixin):
         self._bg.add(task)
         task.add_done_callback(self._bg.discard)
 
+    def _learn_usage(self, now: float | None = None, window: float = 86400.0, windows: int = 28) -> None:
+        """Seed fair share with the GPU-seconds used in the last ``windows`` days (ended runs, preempted runs,
+        running ones up to now), per (group, user) and day: a restart does not reset anybody's share."""
+        now = time.time() if now is None else now
+        past = []
+        for k in range(windows):
+            hi = now - k * window
+            used = self.store.gpu_seconds_by_owner(hi - window, hi)
+            if used:
+                past.append((hi - window / 2, {(self.group_of(o), o): s for o, s in used.items()}))
+        self.queue.history.seed_usage(past)
+
     async def recover(self) -> None:
         """Reconcile the store with the executor after a (re)start (see the module docstring)."""
         self._learn_history()
+        self._learn_usage()
         for rec in self.store.active():
             self._recover_requeues(rec)
             plan = rec.plan or {}
@@ -350,6 +366,7 @@ class Controller(RecoveryMixin):
                 await self.tick()
             except Exception:
                 log.exception("controller tick failed; retrying on the next one")
+            self.gc.maybe()  # full collections here, between passes, not inside one (see gcpause)
             # Wake-ups arriving meanwhile are served by one tick after the pause: under a burst of
             # submissions the loop makes at most 1/min_tick_interval passes a second.
             await asyncio.sleep(max(0.0, self.min_tick_interval - (loop.time() - began)))

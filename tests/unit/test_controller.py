@@ -302,3 +302,20 @@ async def test_cancel_during_preemption_ends_cancelled(env):
         await until(lambda: ctl.store.get(high.id).status == S.RUNNING)
     finally:
         await ctl.stop()
+
+
+async def test_fair_share_usage_is_seeded_from_the_store_at_start(env):
+    store = env[0]
+    now = time.time()
+    store.set_group("alice", "lab")
+    store.record_run(1, "alice", 4, now - 3 * 86400 - 3600, now - 3 * 86400)  # 4 GPU-hours three days ago
+    store.record_run(2, "bob", 1, now - 40 * 86400 - 3600, now - 40 * 86400)  # older than the 28 days looked at
+    ctl = make(env)
+    await ctl.start()
+    try:
+        past = ctl.queue.history.past
+        assert [round(u[("lab", "alice")]) for _, u in past] == [4 * 3600]
+        assert all(("default", "bob") not in u for _, u in past)
+        assert now - 4 * 86400 < past[0][0] < now - 3 * 86400  # the middle of the day it was used in
+    finally:
+        await ctl.stop()

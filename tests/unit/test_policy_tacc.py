@@ -291,3 +291,15 @@ def test_fresh_view_objects_each_pass_give_the_same_decisions():
         assert [(type(x).__name__, getattr(x, "task_id", None)) for x in a] == \
             [(type(x).__name__, getattr(x, "task_id", None)) for x in b]
         assert starts(b)  # there is something to start in every pass (nothing is applied here)
+
+
+def test_fair_share_starts_from_the_usage_seeded_from_before_a_restart():
+    # two groups, one free GPU; group a's task is older, so with no past usage it goes first
+    waiting = {1: task(1, group="a"), 2: task(2, group="b")}
+    fresh = View(100.0, waiting, {}, nodes(1, 8, free={"n0": (0,)}), history=DurationHistory())
+    assert starts(Tacc().schedule(fresh)) == [1]
+    # a used 1,000 GPU-hours yesterday (b nothing): after a restart it is still the heavy one
+    hist = DurationHistory()
+    hist.seed_usage([(100.0 - 86400, {("a", "a"): 3.6e6})])
+    seeded = View(100.0, waiting, {}, nodes(1, 8, free={"n0": (0,)}), history=hist)
+    assert starts(Tacc().schedule(seeded)) == [2]

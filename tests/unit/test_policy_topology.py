@@ -57,3 +57,29 @@ def test_take_and_give_keep_the_map_consistent():
 
 def test_min_nodes():
     assert [min_nodes(g, 8) for g in (1, 8, 9, 16, 24)] == [1, 1, 2, 2, 3]
+
+
+def test_generations_never_repeat_after_an_undo():
+    # a pass that gives slots back, then undoes it (setting gen back), must not meet a later map state
+    # under a generation it cached a fit for: that fit would place GPUs that are no longer free
+    fm = FreeMap(nodes([0, 8]))
+    g0 = fm.gen
+    fm.give(Placement(nodes=[NodeSlots(node="n0", gpus=[0, 1])]))
+    seen = fm.gen
+    fm.free["n0"], fm.total, fm.gen = [], 8, g0  # the undo
+    fm.take(Placement(nodes=[NodeSlots(node="n1", gpus=[0])]))
+    assert fm.gen not in (g0, seen)
+
+
+def test_copy_is_independent_and_map_cache_follows_changed_views():
+    from tacc_hub.scheduler.topology import MapCache
+
+    views = nodes([8, 8, 4])
+    cache = MapCache()
+    work = cache.of(views)
+    work.take(work.fit(1, 8).placement)
+    assert cache.current(views).total == 20 and work.total == 12  # the pass's copy changed, the cache did not
+    views[2] = NodeView("n2", 8, "s1", ())  # the caller replaces the view of a node that changed
+    again = cache.current(views)
+    assert again.total == 16 and again.free["n2"] == [] and again.free["n0"] == list(range(8))
+    assert MapCache().current(views).free == again.free  # the same as a map built from scratch

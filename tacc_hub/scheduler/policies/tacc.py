@@ -50,7 +50,7 @@ from typing import ClassVar
 
 from ..cluster import Placement
 from ..policy import Action, Explanation, Preempt, Quotas, Start, TaskView, View, Wake
-from ..topology import FreeMap, Plan, min_nodes
+from ..topology import FreeMap, MapCache, Plan, min_nodes
 from .tacc_queue import Queue, Rank
 from .tacc_running import Running
 
@@ -78,7 +78,8 @@ class Tacc:
     def __init__(self, slowdown: Slowdown | None = None, half_life: float = 7 * 86400.0,
                  calc_period: float = 300.0, fair_weight: float = 1.0, starve_after: float = 7 * 86400.0,
                  level_ratio: float = 8.0, size_exponent: float = 1.0, rebuild_growth: float = 0.05,
-                 max_backfill_test: int = 256, min_run: float = 120.0) -> None:
+                 max_backfill_test: int = 256, min_run: float = 120.0, max_preempt_test: int = 32,
+                 max_victims: int = 64) -> None:
         """Defaults and why (the tuned ones measured on the first 10,000 jobs of VC 6214e9, 6 x 8 GPUs):
 
         ``half_life`` 7 days and ``calc_period`` 5 minutes: Slurm's defaults for fair share.
@@ -99,14 +100,22 @@ class Tacc:
         (4x the simulator's 30 s restart cost): without it two tasks can preempt
         each other forever, each restart losing its progress.
         ``max_backfill_test`` 256: tasks tried after the head (Slurm's bf_max_job_test).
+        ``max_preempt_test`` 32: preemption searches per pass (those a memo answers are free); the best-ranked
+        tasks search first, the others in a later pass. It bounds a pass on a full cluster, where every
+        candidate could search.
+        ``max_victims`` 64: running tasks one search may take back (worst first) before it gives up (16: the
+        first 10,000 jobs of the whole trace on 64 x 8 GPUs end 64 days later, a long job restarted spread).
         ``slowdown``: the spread-placement estimator (``default_slowdown``).
         """
         self.slowdown = slowdown or default_slowdown
         self.rebuild_growth = rebuild_growth
         self.max_backfill_test = max_backfill_test
+        self.max_preempt_test = max_preempt_test
+        self.max_victims = max_victims
         self.min_run = min_run
         self.queue = Queue(half_life, calc_period, fair_weight, starve_after, level_ratio, size_exponent)
         self.running = Running()
+        self.maps = MapCache()  # the free slots as of the last view, kept in step (passes work on copies)
 
     # -- one pass --------------------------------------------------------------------------------
 
@@ -135,7 +144,8 @@ class _Pass:
     def __init__(self, policy: Tacc, view: View) -> None:
         self.p, self.view, self.now = policy, view, view.now
         self.q: Quotas | None = view.quotas
-        self.free = FreeMap(view.nodes)
+        self.base = policy.maps.current(view.nodes)  # never changed by the pass
+        self.free = self.base.copy()
         self.out: list[Action] = []
         self.preempted: set[int] = set()
         self.victims: list[tuple[Rank, TaskView]] | None = None
@@ -151,8 +161,12 @@ class _Pass:
         self.waits: dict[tuple[int, int, bool, int], float] = {}  # packed_wait per shape and actions so far
         self.fits: dict[tuple[int, int, bool, bool], _Fit | None] = {}  # fit per shape, for map generation fits_gen
         self.fits_gen = -1
-        self.nogo: set[tuple[object, ...]] = set()  # preemption searches that failed, for map generation nogo_gen
+        # preemption searches that failed (the best level each failed at), for map generation nogo_gen
+        self.nogo: dict[tuple[object, ...], tuple[int, int, int]] = {}
+        self.bounds: dict[tuple[object, ...], dict[str, int] | None] = {}  # ``_could_pack`` counts, same gen
         self.nogo_gen = -1
+        self.searches = 0  # preemption searches run in this pass (memo answers not counted)
+        self.min_run_at = math.inf  # when the first victim passed over for being in its first ``min_run`` may go
 
     # -- quotas ----------------------------------------------------------------------------------
 
@@ -189,11 +203,17 @@ class _Pass:
         tested = 0
         failed: set[tuple[int, int, bool, bool]] = set()
         pfail = 1 << 30  # the fewest GPUs a flexible task failed to get by preemption in this pass
+        prev: tuple[tuple[int, int, int], int] | None = None  # the last task walked: (level, id)
+        left: tuple[int, int, int] | None = None  # the best level walked that did not start
         for rank, t in p.queue.ranked(self.view):
             lv = rank[:3]
+            if left is None and prev is not None and not self._started(prev[1]):
+                left = prev[0]
+            prev = (lv, t.id)
             can_preempt = worst is not None and worst > lv
-            if free.total == 0 and (not can_preempt or pfail <= 1) and not self.reclaim:
-                break  # nothing free, and nobody below can preempt (victims only shrink as the level worsens)
+            if free.total == 0 and (self.searches >= p.max_preempt_test or (
+                    (not can_preempt or pfail <= 1) and not self.reclaim)):
+                break  # nothing free, and nobody below can (or may, in this pass) preempt: victims only shrink
             if head is not None:
                 tested += 1
                 if tested > p.max_backfill_test:
@@ -209,7 +229,9 @@ class _Pass:
                     continue
             shape = (t.nodes, t.gpus_per_node, t.flexible, t.spread_ok)
             fit: _Fit | None = None
-            tried = bf_ok and t.gpus <= free.total and shape not in failed
+            # planned even when backfill forbids a start on free GPUs: a packed fit on free GPUs then needs no
+            # preemption search (it would find no victim it needs)
+            tried = t.gpus <= free.total and shape not in failed
             if tried:
                 fit = self.fit(t)
             note = ""
@@ -226,6 +248,10 @@ class _Pass:
                     note = f"preempted {len(taken)} lower-ranked task(s)"
                     if any(not self._outranks(lv, v) for v in taken):
                         note = f"reclaimed guaranteed GPUs of group {t.group} from {len(taken)} task(s)"
+            if head is not None and not taken and not bf_ok:
+                if fit is None and tried:
+                    failed.add(shape)
+                continue
             if fit is not None and not taken and fit.spread:
                 spread_note = self.spread_or_wait(t, fit)
                 if spread_note is None:
@@ -237,9 +263,7 @@ class _Pass:
                 if head is None:
                     head = (rank, t)
                 continue
-            if head is not None and not taken:
-                if not bf_ok:
-                    continue
+            if head is not None and not taken:  # (backfill allowed it: checked above)
                 shadow = bf_shadow
                 note = note or "backfilled: does not delay the head's reserved start"
             if taken:
@@ -252,8 +276,15 @@ class _Pass:
             self._hold(t, +1)
             failed.clear()
             self.out.append(Start(t.id, fit.placement, note or _packed_note(fit)))
-        self._wake(worst)
+        if left is None and prev is not None and not self._started(prev[1]):
+            left = prev[0]  # (the walk stopped at it, or it was the last)
+        self._wake(left)
         return self.out
+
+    def _started(self, tid: int) -> bool:
+        """Whether the walk started ``tid`` (its Start, if any, is the last action of its step)."""
+        out = self.out
+        return bool(out) and isinstance(out[-1], Start) and out[-1].task_id == tid
 
     def _outranks(self, lv: tuple[int, int, int], v: TaskView) -> bool:
         r = self.p.running.rank.get(v.id)
@@ -294,14 +325,24 @@ class _Pass:
         reclaim = self.below_guarantee(t)
         free = self.free
         gen0 = free.gen
-        # without guarantees the search depends only on these and the map (a failed one leaves it unchanged)
-        memo = None if self.reclaim else (lv, t.nodes, t.gpus_per_node, t.flexible, t.spread_ok, allow_spread)
-        if memo is not None:
-            if self.nogo_gen != gen0:
-                self.nogo.clear()
-                self.nogo_gen = gen0
-            if memo in self.nogo:
-                return None
+        # the search depends only on these and the map, with the GPUs held per group (both change only with an
+        # action, which changes the map's generation); a failed search leaves the map as it was
+        # A search that failed for a level fails for every worse one too (fewer victims rank below it).
+        memo = (t.nodes, t.gpus_per_node, t.flexible, t.spread_ok, allow_spread, reclaim,
+                t.group if self.reclaim else None)
+        if self.nogo_gen != gen0:
+            self.nogo.clear()
+            self.bounds.clear()
+            self.nogo_gen = gen0
+        failed_at = self.nogo.get(memo)
+        if failed_at is not None and lv >= failed_at:
+            return None
+        if not self._could_pack(t, lv, reclaim, allow_spread):  # not even with every possible victim
+            self.nogo[memo] = lv if failed_at is None else min(lv, failed_at)
+            return None
+        if self.searches >= self.p.max_preempt_test:
+            return None
+        self.searches += 1
         saved: dict[str, list[int]] = {}  # free lists before the first give, to put back as they were
         total0 = free.total
         taken: list[TaskView] = []
@@ -320,9 +361,10 @@ class _Pass:
             if self.reclaim and v.group != t.group and spare < 0:
                 continue  # within its group's guarantee: not taken by another group (no reclaim ping-pong)
             if v.start is not None and self.now - v.start < self.p.min_run and lv[0] != 0:
+                self.min_run_at = min(self.min_run_at, v.start + self.p.min_run)
                 continue  # a fresh run is not cut short (no ping-pong paying restarts), except for a starving task
-            if len(taken) >= 64:
-                break  # bounds a pass: victims come worst first, scattered; 64 is plenty for one task
+            if len(taken) >= self.p.max_victims:
+                break  # bounds a search: victims come worst first, scattered
             for sl in v.placement.nodes:
                 if sl.node not in saved and sl.node in free.free:
                     saved[sl.node] = free.free[sl.node]
@@ -338,8 +380,7 @@ class _Pass:
             free.free.update(saved)  # every victim taken back: the map is as it was (give builds new lists)
             free.total = total0
             free.gen = gen0  # fits planned before stay valid
-            if memo is not None:
-                self.nogo.add(memo)
+            self.nogo[memo] = lv if failed_at is None else min(lv, failed_at)
             return None
         used = {(s.node, g) for s in fit.placement.nodes for g in s.gpus}
         needed = []
@@ -350,6 +391,37 @@ class _Pass:
             else:
                 free.take(v.placement)  # disjoint from the placement: it keeps running
         return fit, needed
+
+    def _could_pack(self, t: TaskView, lv: tuple[int, int, int], reclaim: bool, allow_spread: bool) -> bool:
+        """An upper bound for ``preempt_for``: could ``t`` fit if every victim it might take were gone?
+
+        Victims as the search admits them, less its group-guarantee checks (so never fewer)."""
+        assert self.victims is not None
+        key = (lv, reclaim, t.group if reclaim else None)  # the map's generation is nogo_gen: cleared with it
+        counts = self.bounds.get(key)
+        if counts is None:
+            counts = self.bounds[key] = self._bound_counts(t, lv, reclaim)
+        if counts is None:
+            return False
+        return self.free.could_fit(counts, t.nodes, t.gpus_per_node, t.flexible, packed=not allow_spread,
+                                   one_switch=not t.spread_ok)
+
+    def _bound_counts(self, t: TaskView, lv: tuple[int, int, int], reclaim: bool) -> dict[str, int] | None:
+        assert self.victims is not None
+        extra: dict[str, int] = {}
+        now, min_run, starving = self.now, self.p.min_run, lv[0] == 0
+        for r, v in self.victims:
+            if v.id in self.preempted or v.placement is None:
+                continue
+            if not (r[:3] > lv or (reclaim and v.group != t.group)):
+                if not reclaim:
+                    break
+                continue
+            if v.start is not None and now - v.start < min_run and not starving:
+                continue
+            for sl in v.placement.nodes:
+                extra[sl.node] = extra.get(sl.node, 0) + len(sl.gpus)
+        return self.free.counts_with(extra) if extra else None
 
     # -- spread or wait --------------------------------------------------------------------------
 
@@ -366,11 +438,14 @@ class _Pass:
 
     def spread_or_wait(self, t: TaskView, fit: _Fit) -> str | None:
         """The note of a spread start, or None when waiting for a packed placement is cheaper."""
-        nodes = len(fit.counts)
-        least = min_nodes(t.gpus, self.free.node_size)
-        sw = fit.switches()
-        factor = self.p.slowdown(t.gpus, nodes, least, sw)
-        where = f"{nodes} nodes" + (f", {sw} switches over TCP" if sw > 1 else "")
+        factor = fit.factor
+        if factor is None:  # the same for every task of this shape on this map
+            nodes = len(fit.counts)
+            least = min_nodes(t.gpus, self.free.node_size)
+            sw = fit.switches()
+            factor = fit.factor = self.p.slowdown(t.gpus, nodes, least, sw)
+            fit.where = f"{nodes} nodes" + (f", {sw} switches over TCP" if sw > 1 else "")
+        where = fit.where
         if factor <= 1.0:
             return f"spread over {where}: no slowdown expected"
         cost = self.p.queue.expected_run(t) * (factor - 1.0)
@@ -389,7 +464,7 @@ class _Pass:
         return hit
 
     def _packed_wait(self, t: TaskView) -> float:
-        sim = FreeMap(self.view.nodes)
+        sim = self.base.copy()
         for a in self.out:  # in order: a start may use GPUs a preemption before it freed
             if isinstance(a, Start):
                 sim.take(a.placement)
@@ -440,11 +515,15 @@ class _Pass:
 
     # -- wake-ups --------------------------------------------------------------------------------
 
-    def _wake(self, worst: tuple[int, int, int] | None) -> None:
+    def _wake(self, left: tuple[int, int, int] | None) -> None:
+        """A wake-up at the next time a waiting task's chances change without any event: a task starts
+        starving, a running one becomes a possible victim of the best level left (any level change, with
+        guarantees to reclaim), or a victim passed over for its ``min_run`` becomes fair game."""
         started = sum(1 for a in self.out if isinstance(a, Start))
         if started >= len(self.view.waiting):
             return
-        at = [x for x in (self.p.queue.next_starvation(), self.p.running.next_change()) if x is not None]
+        change = self.p.running.next_change(None if self.reclaim or left is None else left)
+        at = [x for x in (self.p.queue.next_starvation(), change, self.min_run_at) if x is not None and x < math.inf]
         nxt = min((x for x in at if x > self.now), default=None)
         if nxt is not None:
             self.out.append(Wake(nxt))
@@ -455,12 +534,14 @@ class _Fit:
 
     Valid while the pass's map is unchanged since the plan (the placement is built from its free lists)."""
 
-    __slots__ = ("_placement", "counts", "free", "gen", "spread")
+    __slots__ = ("_placement", "counts", "factor", "free", "gen", "spread", "where")
 
     def __init__(self, free: FreeMap, plan: Plan) -> None:
         self.free, self.gen = free, free.gen
         self.counts, self.spread = plan
         self._placement: Placement | None = None
+        self.factor: float | None = None  # the spread's slowdown (``spread_or_wait``), computed on first use
+        self.where = ""
 
     @property
     def placement(self) -> Placement:

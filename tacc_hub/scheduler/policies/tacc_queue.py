@@ -19,7 +19,8 @@ GPU-seconds, decayed with ``half_life``, recomputed every ``calc_period``; a
 group using ``r`` times its equal share has its level shifted by
 ``round(fair_weight * log2(r))``, clamped to [-2, 2] (the same again for a user
 inside its group): heavy users sink, light ones rise, but a short task of a
-heavy group still passes a long one.
+heavy group still passes a long one. Usage starts from ``View.history.past`` (what
+the service's store says was used before it started), so a restart forgets nothing.
 
 Within one user, tasks go by the user's ``priority`` first (higher first), then
 by rank: the owner orders their own tasks.
@@ -239,13 +240,24 @@ class Queue:
         return v
 
     def next_starvation(self) -> float | None:
-        return self.starve_heap[0][0] if self.starve_heap else None
+        """When the next waiting task starts starving (entries of tasks gone or changed are dropped here)."""
+        heap, known, entry = self.starve_heap, self.known, self.entry
+        while heap and not (known.get(heap[0][1]) is heap[0][2] and heap[0][1] in entry):
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
 
     def _fair_share(self, view: View) -> None:
         now = view.now
         dt = 0.0 if self.last_calc is None else now - self.last_calc
         decay = 0.5 ** (dt / self.half_life)
         ug, uu = self.usage_g, self.usage_u
+        hist = view.history
+        if self.last_calc is None and hist is not None:  # usage from before a restart
+            for at, usage in hist.past:
+                seed = 0.5 ** (max(0.0, now - at) / self.half_life)
+                for (g, u), used in usage.items():
+                    ug[g] = ug.get(g, 0.0) + used * seed
+                    uu[(g, u)] = uu.get((g, u), 0.0) + used * seed
         for g in ug:
             ug[g] *= decay
         for k in uu:

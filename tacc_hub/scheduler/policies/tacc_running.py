@@ -25,6 +25,7 @@ from .tacc_model import age_bucket
 from .tacc_queue import Queue, Rank
 
 Level = tuple[int, int, int]
+NO_LEVEL: Level = (-1, -1, -1)  # better than any: a change of a non-preemptible task never makes a victim
 
 
 class Running:
@@ -33,7 +34,8 @@ class Running:
         self.end: dict[int, float] = {}  # expected end, as estimated when its rank was last computed
         self.views: dict[int, TaskView] = {}  # the last view object seen per running task
         self.levels: dict[Level, int] = {}  # preemptible running tasks per level
-        self.changes: list[tuple[float, int, float]] = []  # (when its rank may change, id, start of that run)
+        # (when its rank may change, id, start of that run, its level then: NO_LEVEL if not preemptible)
+        self.changes: list[tuple[float, int, float, Level]] = []
         self.epoch = -1
         self._victims: list[tuple[Rank, TaskView]] | None = None  # preemptible ones, worst first (None: stale)
         self._ends: list[tuple[float, int, TaskView]] | None = None  # (expected end, id, view), sorted
@@ -52,7 +54,9 @@ class Running:
             nxt = queue.model.of(t.group).next_level[age_bucket(t.done_at(now))]
             at = t.start + (lower(nxt) - t.done) / t.rate if nxt < BUCKETS else math.inf
             if at < math.inf:
-                heapq.heappush(self.changes, (max(at, now + 1.0), t.id, t.start))  # no float-edge spin
+                then = (1, r[1], queue.base_level(t, lower(nxt)) + queue.shift.get((t.group, t.owner), 0)) \
+                    if t.preemptible else NO_LEVEL
+                heapq.heappush(self.changes, (max(at, now + 1.0), t.id, t.start, then))  # no float-edge spin
 
     def _drop(self, tid: int) -> None:
         self._victims = self._ends = None
@@ -103,7 +107,7 @@ class Running:
                     self.fresh = True  # fresh views: skip the (then costly) equality test next pass
         heap = self.changes
         while heap and heap[0][0] <= now:
-            _, tid, start = heapq.heappop(heap)
+            _, tid, start, _ = heapq.heappop(heap)
             cur = rank.get(tid)
             if cur is not None and cur[0].start == start:
                 t = cur[0]
@@ -135,9 +139,12 @@ class Running:
             out = self._ends = sorted((end[tid], tid, t) for tid, t in self.views.items())
         return out
 
-    def next_change(self) -> float | None:
-        """When the next running task changes level (the earliest a waiting task could preempt it)."""
-        return self.changes[0][0] if self.changes else None
+    def next_change(self, best: Level | None = None) -> float | None:
+        """When the next running task changes level; with ``best`` (the best level left waiting), the next
+        change that makes a preemptible task worse than ``best``: the earliest that task could preempt it."""
+        if best is None:
+            return self.changes[0][0] if self.changes else None
+        return min((e[0] for e in self.changes if e[3] > best), default=None)
 
 
 def expected_end(t: TaskView, queue: Queue, now: float) -> float:
