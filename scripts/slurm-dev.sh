@@ -6,6 +6,16 @@
 #   scripts/slurm-dev.sh down   [--state-dir DIR]   stop what `up` started (no-op when not up)
 #   scripts/slurm-dev.sh status [--state-dir DIR]   print daemons, sinfo and the env line;
 #                                                   exit 0 only when everything is up
+# Faults, for the recovery tests (jobs keep running on the nodes meanwhile):
+#   scripts/slurm-dev.sh stop-ctld    [--state-dir DIR]   stop slurmctld (SIGTERM: it saves its state)
+#   scripts/slurm-dev.sh start-ctld   [--state-dir DIR]   start it again (recovers its jobs), wait for it
+#                                                   and for the nodes to be up again
+#   scripts/slurm-dev.sh restart-ctld [--state-dir DIR]   both
+#   scripts/slurm-dev.sh kill-node NAME [--state-dir DIR] kill -9 the slurmd of node NAME (its jobs'
+#                                                   processes live on; Slurm marks the node down
+#                                                   after SlurmdTimeout and fails its jobs: NODE_FAIL)
+#   scripts/slurm-dev.sh start-node NAME [--state-dir DIR] start that slurmd again and wait until every
+#                                                   node is up (ReturnToService=2 brings it back)
 #
 # DIR defaults to $TACC_SLURM_DIR, else <repo>/.slurm-dev. Everything lives in DIR: configs
 # (DIR/etc/slurm.conf, slurmdbd.conf, gres.conf, topology.conf), a munge key and socket, a
@@ -39,7 +49,11 @@ PACKAGES=(slurm-wlm munge slurmdbd mariadb-server)
 
 say() { echo "slurm-dev: $*" >&2; }
 die() { echo "slurm-dev: error: $*" >&2; exit 1; }
-usage() { echo "usage: $0 up|down|status [--state-dir DIR]" >&2; exit 2; }
+usage() {
+  echo "usage: $0 up|down|status|stop-ctld|start-ctld|restart-ctld [--state-dir DIR]" >&2
+  echo "       $0 kill-node|start-node NAME [--state-dir DIR]" >&2
+  exit 2
+}
 
 # ---------------------------------------------------------------- arguments, root, packages
 
@@ -47,24 +61,31 @@ usage() { echo "usage: $0 up|down|status [--state-dir DIR]" >&2; exit 2; }
 CMD=$1
 shift
 DIR=${TACC_SLURM_DIR:-$REPO/.slurm-dev}
+NODE_ARG=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --state-dir) [[ $# -ge 2 ]] || usage; DIR=$2; shift 2 ;;
     --state-dir=*) DIR=${1#*=}; shift ;;
-    *) usage ;;
+    -*) usage ;;
+    *) [[ ${#NODE_ARG[@]} -eq 0 ]] || usage; NODE_ARG=("$1"); shift ;;
   esac
 done
-case "$CMD" in up | down | status) ;; *) usage ;; esac
+case "$CMD" in
+  up | down | status | stop-ctld | start-ctld | restart-ctld) [[ ${#NODE_ARG[@]} -eq 0 ]] || usage ;;
+  kill-node | start-node) [[ ${#NODE_ARG[@]} -eq 1 ]] || usage ;;
+  *) usage ;;
+esac
 
 if [[ $(id -u) -ne 0 ]]; then
   command -v sudo >/dev/null || die "must run as root (slurmd runs jobs as their users) and sudo is missing"
-  exec sudo --preserve-env=TACC_SLURM_DIR,TACC_SLURM_PORT_BASE,TACC_SLURM_UP_TIMEOUT "$0" "$CMD" --state-dir "$DIR"
+  exec sudo --preserve-env=TACC_SLURM_DIR,TACC_SLURM_PORT_BASE,TACC_SLURM_UP_TIMEOUT "$0" "$CMD" ${NODE_ARG[@]+"${NODE_ARG[@]}"} --state-dir "$DIR"
 fi
 
 if [[ "$CMD" == up ]]; then
   mkdir -p "$DIR"
 elif [[ ! -d "$DIR" ]]; then
   [[ "$CMD" == down ]] && exit 0
+  [[ "$CMD" == status ]] || die "state dir $DIR does not exist: the cluster is not up"
   echo "state dir $DIR does not exist: the cluster is not up"
   exit 1
 fi
@@ -227,6 +248,9 @@ MpiDefault=none
 MailProg=/bin/true
 KillWait=5
 InactiveLimit=0
+# A node whose slurmd stops answering is marked down (and its jobs NODE_FAIL) after this many
+# seconds, not the default 300: the fault tests kill a slurmd and wait for that.
+SlurmdTimeout=6
 TopologyPlugin=topology/tree
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=127.0.0.1
@@ -482,8 +506,51 @@ status() {
   return $ok
 }
 
+# ---------------------------------------------------------------- faults
+
+running_here() { ours "$DIR/run/slurmctld.pid" || die "the cluster in $DIR is not up"; }
+
+stop_ctld() {
+  running_here
+  stop_pidfile slurmctld "$DIR/run/slurmctld.pid"
+}
+
+start_ctld() {
+  ours "$MUNGE_DIR/munged.pid" || die "the cluster in $DIR is not up (munged is not running)"
+  start_slurmctld
+  wait_nodes  # the nodes are "unknown" until their slurmd registers again
+}
+
+kill_node() {
+  local n=$1 pidfile=$DIR/run/slurmd-$1.pid pid
+  [[ " ${NODES[*]} " == *" $n "* ]] || die "no node '$n' (nodes: ${NODES[*]})"
+  ours "$pidfile" || die "slurmd $n is not running"
+  pid=$(pid_of "$pidfile")
+  say "killing slurmd $n (pid $pid) with SIGKILL"
+  kill -KILL "$pid"
+  while [[ -d /proc/$pid && "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ]]; do sleep 0.05; done
+  rm -f "$pidfile"
+}
+
+start_node() {
+  local n=$1
+  [[ " ${NODES[*]} " == *" $n "* ]] || die "no node '$n' (nodes: ${NODES[*]})"
+  running_here
+  if ! ours "$DIR/run/slurmd-$n.pid"; then
+    need_port "slurmd $n" "$(node_port "$n")"
+    say "starting slurmd $n on 127.0.0.1:$(node_port "$n")"
+    start_daemon "$DIR/log/slurmd-$n.out" slurmd -N "$n"
+  fi
+  wait_nodes
+}
+
 case "$CMD" in
   up) up ;;
   down) down ;;
   status) status ;;
+  stop-ctld) stop_ctld ;;
+  start-ctld) start_ctld ;;
+  restart-ctld) stop_ctld; start_ctld ;;
+  kill-node) kill_node "${NODE_ARG[0]}" ;;
+  start-node) start_node "${NODE_ARG[0]}" ;;
 esac

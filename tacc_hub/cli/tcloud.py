@@ -417,7 +417,8 @@ def cluster(obj: Ctx, as_json: bool) -> None:
     for col in ("NODE", "GPUS", "USED", "FREE", "TASKS"):
         table.add_column(col)
     for n in out["nodes"]:
-        table.add_row(n["name"], str(n["gpus"]), str(n["gpus_used"]), str(n["gpus_free"]),
+        name = f"{n['name']} (down)" if n.get("down") else n["name"]
+        table.add_row(name, str(n["gpus"]), str(n["gpus_used"]), str(n["gpus_free"]),
                       ",".join(map(str, n["tasks"])))
     con = _console()
     con.print(table)

@@ -9,6 +9,8 @@ Invariants:
 - ``poll`` answers for every task it is asked about; ``unknown`` means "could
   not tell now" and must never be read as "gone".
 - ``cancel`` is idempotent and returns once the task's processes are gone.
+- An executor that cannot reach its cluster says so (``unavailable``); the service then keeps
+  new tasks waiting instead of failing their launches (``LaunchUnavailable``).
 """
 
 from __future__ import annotations
@@ -22,9 +24,17 @@ from typing import Any, Literal
 from tacc_hub.compiler.plan import ExecutionPlan
 from tacc_hub.scheduler.cluster import Node, Placement
 
+# Ends an ``Observation.reason`` after which the service may run the task again: it did not
+# fail by itself (a node of it failed, or the cluster preempted it). See ``TaskSpec.qos.requeue``.
+REQUEUE_MARK = "[requeue]"
+
 
 class LaunchError(RuntimeError):
     """The task could not be started; ``reason`` is shown to its owner."""
+
+
+class LaunchUnavailable(LaunchError):
+    """The executor could not reach its cluster to start the task: it should wait and be tried again."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +90,13 @@ class Executor(abc.ABC):
 
     def work_dir(self, task_id: int) -> Path:
         return self.task_dir(task_id) / "work"
+
+    def unavailable(self) -> str | None:
+        """Why no task can be launched now (the cluster has been unreachable too long), or None."""
+        return None
+
+    async def probe(self) -> None:  # noqa: B027 - optional hook: an executor that is always reachable
+        """Try to reach the cluster again; called while ``unavailable`` gives a reason."""
 
     async def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release resources held by the executor (tasks keep running)."""

@@ -32,6 +32,7 @@ q = shlex.quote
 # The fixed part that runs on the batch host (the allocation's first node). One srun task per
 # node runs launch.sh with that node's rank; the exit code file is written last, so that
 # "exitcode exists" means the task and its log copy are done (as with the local supervisor).
+# The job id in ``job`` says whose run the directory holds (see the Slurm executor's docstring).
 _BODY = """\
 TACC_MASTER_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
 TACC_MASTER_ADDR=$(scontrol -o show node "$TACC_MASTER_NODE" | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p')
@@ -40,6 +41,7 @@ export TACC_NNODES="$SLURM_NNODES"
 TACC_NODELIST=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)
 export TACC_NODELIST
 cd -- "$TACC_TASKDIR" || exit 111
+printf '%s\\n' "$SLURM_JOB_ID" > job
 rm -f -- exitcode exitcode.tmp
 """
 
@@ -125,7 +127,10 @@ def render_batch(
         dest = '"$TACC_WORKDIR"/' + q(plan.log_file)
         lines.append(f'mkdir -p -- "$(dirname -- {dest})" && cp -- output.log {dest}')
     lines += [
-        "printf '%s\\n' \"$rc\" > exitcode.tmp && mv -f exitcode.tmp exitcode",
+        # Only while the task dir is still this job's: a job whose node failed may end after the
+        # task's next run has started (its processes outlive their slurmd); it must not end that run.
+        '[ "$(cat job 2>/dev/null)" = "$SLURM_JOB_ID" ] && printf \'%s\\n\' "$rc" > exitcode.tmp \\',
+        '  && [ "$(cat job 2>/dev/null)" = "$SLURM_JOB_ID" ] && mv -f exitcode.tmp exitcode',
         'exit "$rc"',
     ]
     return BatchJob(options=options, script="\n".join(lines) + "\n")

@@ -3,8 +3,9 @@
 Task directories are laid out as by the local executor (``<state_dir>/tasks/<id>/``: launch.sh,
 ``work/``, ``output.log``, ``exitcode``, ``checkpoint/``); the cluster's nodes must see this
 machine's filesystem at the same paths (a shared file system; on the dev cluster they are this
-machine). The batch job (``sbatch.py``) runs ``launch.sh`` on every node with ``srun`` and
-writes ``exitcode`` last; its output is appended to ``output.log``, which the log endpoints read.
+machine). The batch job (``sbatch.py``) writes its job id to ``job``, runs ``launch.sh`` on every
+node with ``srun`` and writes ``exitcode`` last (only while ``job`` still names it); its output is
+appended to ``output.log``, which the log endpoints read.
 
 Observing: one ``squeue --json`` per poll for all tasks, plus one ``sacct --json -j a,b,...``
 for the jobs squeue no longer lists. When a command fails or times out, the tasks are
@@ -14,6 +15,19 @@ command knows is ``unknown`` for ``missing_grace`` seconds (accounting may lag) 
 A job PENDING in Slurm after our scheduler placed it (nodes still held by a job that is ending,
 or by jobs of non-tacc users) is "running" from the service's view: the scheduler has given it
 its GPUs, and it starts when Slurm frees them.
+
+Slurm unreachable (``slurm_health``): a failing ``squeue`` or ``sbatch`` that could not reach
+slurmctld starts a streak; ``unavailable`` then tells the service to keep new tasks waiting (while
+the next try backs off, and always once the streak is older than ``unreachable_after`` seconds)
+and ``probe`` (``scontrol ping``) ends it. A launch that could not reach Slurm raises
+``LaunchUnavailable``: the task waits again, it does not fail. When that sbatch timed out (the
+job may have been taken after all), the next launch of the task first cancels any job of it
+still in Slurm (``tacc-<id>`` in the task's directory): a task never runs twice at once.
+
+Node failure: the job ends NODE_FAIL (we submit ``--no-requeue``); its processes on a node whose
+slurmd died may live on and finish later. The batch script writes the job id to ``job`` first:
+an ``exitcode`` is read only while ``job`` names the job polled, so such an orphan cannot end the
+task's next run.
 
 Cancel: ``scancel --signal=TERM`` (every step: the task's processes on each node; the batch
 shell is spared so that it still collects their output and exit code), up to ``grace_period``
@@ -39,15 +53,13 @@ from pathlib import Path
 from typing import Any
 
 from ..scheduler.cluster import Node
-from .base import Executor, Launch, LaunchError, Observation
+from .base import REQUEUE_MARK, Executor, Launch, LaunchError, LaunchUnavailable, Observation
 from .local import DEFAULT_ENV_KEEP, free_port
 from .prepare import owner_dir, prepare_task_dir, task_env
 from .sbatch import render_batch
+from .slurm_health import Health, is_unreachable, may_have_gone_through
 
 log = logging.getLogger(__name__)
-
-# Marks a reason after which the service may run the task again (it did not fail by itself).
-REQUEUE_MARK = "[requeue]"
 
 # Slurm job state -> (our status, reason). Exit codes come from the task's exitcode file when
 # it wrote one, else from Slurm; an ended job that did not complete never reports exit code 0.
@@ -139,6 +151,7 @@ class SlurmExecutor(Executor):
         command_timeout: float = 30.0,
         missing_grace: float = 60.0,
         max_backoff: float = 60.0,
+        unreachable_after: float = 60.0,
     ) -> None:
         self.root = Path(state_dir)
         (self.root / "tasks").mkdir(parents=True, exist_ok=True)
@@ -157,6 +170,8 @@ class SlurmExecutor(Executor):
         self._failures: dict[str, int] = {}  # per command (squeue, sacct): consecutive failures
         self._retry_at: dict[str, float] = {}  # per command: no new try before this (monotonic)
         self._missing_since: dict[str, float] = {}
+        self.health = Health(threshold=unreachable_after, max_backoff=min(10.0, max_backoff))
+        self._unsure: set[int] = set()  # tasks whose last sbatch timed out: it may have gone through
 
     # --- commands -----------------------------------------------------------------------
 
@@ -276,6 +291,8 @@ class SlurmExecutor(Executor):
         return tdir
 
     async def launch(self, launch: Launch) -> dict[str, Any]:
+        if launch.task_id in self._unsure:
+            await self._cancel_strays(launch.task_id)
         try:
             tdir = await asyncio.to_thread(self._prepare, launch)
         except LaunchError:
@@ -294,11 +311,32 @@ class SlurmExecutor(Executor):
         try:
             out = await self._run(self._argv("sbatch", "--parsable", *job.options, str(script), as_user=True))
         except SlurmError as exc:
+            if is_unreachable(str(exc)):
+                self.health.failed(str(exc))
+                if may_have_gone_through(str(exc)):
+                    self._unsure.add(launch.task_id)
+                raise LaunchUnavailable(f"could not reach Slurm to submit the job: {exc}") from exc
             raise LaunchError(f"sbatch refused the job: {exc}") from exc
+        self.health.ok()
         job_id = out.strip().split(";")[0]
         if not job_id.isdigit():
             raise LaunchError(f"sbatch printed no job id: {out[:200]!r}")
         return {"job_id": job_id, "dir": str(tdir)}
+
+    async def _cancel_strays(self, task_id: int) -> None:
+        """Cancel the jobs an earlier, timed-out sbatch of this task may have submitted after all."""
+        try:
+            text = await self._run(self._argv("squeue", "-h", "-n", f"tacc-{int(task_id)}", "-o", "%i %Z"))
+        except SlurmError as exc:
+            self.health.failed(str(exc))
+            raise LaunchUnavailable(f"could not check Slurm for an earlier submission of the task: {exc}") from exc
+        for line in text.splitlines():
+            job_id, _, workdir = line.strip().partition(" ")
+            if job_id.isdigit() and workdir == str(self.task_dir(task_id)):
+                log.warning("slurm: cancelling job %s, submitted for task %s by an sbatch that timed out", job_id,
+                            task_id)
+                await self.cancel(task_id, {"job_id": job_id})
+        self._unsure.discard(task_id)
 
     # --- poll ---------------------------------------------------------------------------
 
@@ -306,7 +344,25 @@ class SlurmExecutor(Executor):
         wait = self._retry_at.get(cmd, 0.0) - time.monotonic()
         return f"{cmd} is failing; next try in {wait:.0f} s" if wait > 0 else None
 
+    def unavailable(self) -> str | None:
+        return self.health.unavailable()
+
+    async def probe(self) -> None:
+        if not self.health.probe_due():
+            return
+        try:
+            await self._run(self._argv("scontrol", "ping"))  # exits 1 when slurmctld is down
+        except SlurmError as exc:
+            self.health.failed(str(exc))
+            log.info("slurm: still unreachable: %s", exc)
+        else:
+            log.info("slurm: reachable again after %d failed tries", self.health.failures)
+            self.health.ok()
+            self._succeeded("squeue")
+
     def _failed(self, cmd: str, exc: Exception) -> str:
+        if cmd == "squeue":  # slurmctld; sacct failing means slurmdbd, which launches do not need
+            self.health.failed(str(exc))
         self._failures[cmd] = n = self._failures.get(cmd, 0) + 1
         delay = min(self.max_backoff, 0.5 * 2 ** (n - 1))
         self._retry_at[cmd] = time.monotonic() + delay
@@ -314,6 +370,8 @@ class SlurmExecutor(Executor):
         return f"cannot reach Slurm: {exc}"
 
     def _succeeded(self, cmd: str) -> None:
+        if cmd == "squeue":
+            self.health.ok()
         self._failures.pop(cmd, None)
         self._retry_at.pop(cmd, None)
 
@@ -354,16 +412,19 @@ class SlurmExecutor(Executor):
                 out[tid] = Observation("unknown", reason=str(exc))
         return out
 
-    def _exitcode_file(self, task_id: int) -> int | None:
+    def _exitcode_file(self, task_id: int, job_id: str) -> int | None:
         path = self.task_dir(task_id) / "exitcode"
         if not path.exists():
             return None
+        owner = self.task_dir(task_id) / "job"
+        if not owner.exists() or owner.read_text().strip() != job_id:
+            return None  # not this job's (see "Node failure" above): Slurm's word decides
         text = path.read_text().strip()
         return int(text) if text.lstrip("-").isdigit() else 255
 
     def _observe(self, task_id: int, job_id: str, job: dict[str, Any] | None, now: float,
                  acct_down: str | None = None) -> Observation:
-        code = self._exitcode_file(task_id)
+        code = self._exitcode_file(task_id, job_id)
         cancelled = (self.task_dir(task_id) / "cancelled").exists()
         if job is None:
             if code is not None:
@@ -379,8 +440,9 @@ class SlurmExecutor(Executor):
         self._missing_since.pop(job_id, None)
         state = _state_name(job.get("job_state", job.get("state")))
         status, reason = STATES.get(state, ("unknown", f"unexpected Slurm job state {state or '?'}"))
-        if code is not None and state not in ("PENDING", "CONFIGURING"):
+        if code is not None and state not in ("PENDING", "CONFIGURING") and REQUEUE_MARK not in (reason or ""):
             # The batch script wrote it last: the task has ended (Slurm may still be COMPLETING).
+            # Not after a node failure: srun then ends (even with 0) while the task's processes did not.
             return Observation("exited", exit_code=code, reason="cancelled" if cancelled else None)
         if status != "exited":
             return Observation(status, reason=reason)  # type: ignore[arg-type]

@@ -5,7 +5,9 @@ GPU or one node twice is refused); ``allocate`` is all-or-nothing (either
 every node of a placement gets its slots or nothing changes); ``release`` of
 an unknown task is a no-op. Every node sits under one network switch
 (``Node.switch``; one switch, ``"0"``, unless configured); the
-topology-aware placement helper is ``ClusterState.place`` (see ``topology``).
+topology-aware placement helper is ``ClusterState.place`` (see ``topology``). A node in
+``down`` (it failed; the executor cannot use it now) keeps its slots and holders but is left out of
+``view``, so no policy places a task on it; it still counts for what could ever fit (``fits``).
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class ClusterState:
     def __init__(self, nodes: list[Node]) -> None:
         self.nodes: dict[str, Node] = {n.name: n for n in nodes}
         self.held: dict[int, Placement] = {}
+        self.down: set[str] = set()  # names of nodes that cannot take work now
 
     def allocate(self, task_id: int, placement: Placement) -> None:
         if task_id in self.held:
@@ -102,7 +105,8 @@ class ClusterState:
         """The nodes as plain data for a ``Policy`` (see ``policy.View``)."""
         from .topology import NodeView
 
-        return tuple(NodeView(n.name, n.gpus, n.switch, tuple(n.free)) for n in self.nodes.values())
+        return tuple(NodeView(n.name, n.gpus, n.switch, tuple(n.free)) for n in self.nodes.values()
+                     if n.name not in self.down)
 
     def place(self, nodes: int, gpus_per_node: int, flexible: bool = False) -> Fit | None:
         """Where a task of this shape would go now (packed, then one switch, then spread), or None."""
@@ -117,6 +121,6 @@ class ClusterState:
             out.append({
                 "name": node.name, "gpus": node.gpus, "gpus_used": len(node.holders),
                 "gpus_free": node.gpus - len(node.holders), "partition": node.partition,
-                "gpu_type": node.gpu_type, "tasks": tasks,
+                "gpu_type": node.gpu_type, "tasks": tasks, "down": node.name in self.down,
             })
         return out

@@ -188,6 +188,14 @@ class QoS(Model):
     qos_class: Literal["interactive", "normal", "low"] = Field("normal", alias="class")
     preemptible: bool = False
     priority: int = Field(0, ge=-100, le=100, description="Order among the owner's own tasks.")
+    # Left out of the dump (and so of the digest) while False: specs written before it existed
+    # keep their digests.
+    requeue: bool = Field(
+        False, exclude_if=lambda v: v is False,
+        description="Put the task back in the queue when a node it runs on fails (Slurm NODE_FAIL); at most "
+                    "`max_requeues` times, a service setting. It runs again from the start (or from its "
+                    "checkpoint/, which is kept). Off: such a task fails, with the node named in its reason.",
+    )
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 

@@ -153,6 +153,15 @@ class TaccHub(Application):
     slurm_submit_as = Unicode("", config=True, help="Submit and cancel Slurm jobs as this user (through "
                               "`runuser -u USER --`; the service must run as root) and hand it the task "
                               "directories. Empty: as the service's own user.")
+    max_requeues = Integer(3, config=True, help="Most times a task that asks for it (qos.requeue) is put back in "
+                           "the queue after a node it ran on failed (Slurm NODE_FAIL); after that, or when it does "
+                           "not ask, such a task fails with the node named in its reason. 0: never requeue.")
+    slurm_unreachable_after = Float(60.0, config=True, help="Seconds Slurm (slurmctld) may fail to answer before "
+                                    "the service stops trying to launch tasks and only probes it (`scontrol ping`, "
+                                    "backing off up to 10 s). Meanwhile running tasks stay running (their state is "
+                                    "unknown, never lost), new tasks wait with the reason 'Slurm unreachable since "
+                                    "HH:MM:SS UTC (N failed tries)', and they launch once Slurm answers again. A "
+                                    "launch that cannot reach Slurm, sooner, also makes its task wait again.")
     conda_command = Unicode("", config=True, help="conda or micromamba executable for conda specs; default: found "
                             "on PATH, else conda specs are refused with a clear error.")
 
@@ -190,7 +199,8 @@ class TaccHub(Application):
         root = Path(self.state_dir).resolve()
         if self.executor == "slurm":
             return SlurmExecutor(root, partition=self.slurm_partition or None, slurm_conf=self.slurm_conf or None,
-                                 submit_as=self.slurm_submit_as or None, grace_period=self.grace_period)
+                                 submit_as=self.slurm_submit_as or None, grace_period=self.grace_period,
+                                 unreachable_after=self.slurm_unreachable_after)
         return LocalExecutor(root, gpus=self.local_gpus, node_name=self.node_name, grace_period=self.grace_period)
 
     def site_profile(self, executor: Executor | None = None) -> SiteProfile:
@@ -233,7 +243,7 @@ class TaccHub(Application):
         code_store = CodeStore(root / "code")
         controller = Controller(store, executor, self.site_profile(executor), make(self.policy), code_store,
                                 poll_interval=self.poll_interval, max_running_per_user=self.max_running_per_user,
-                                quota_period=self.quota_period)
+                                quota_period=self.quota_period, max_requeues=self.max_requeues)
 
         def changed() -> None:
             self.quotas_changed()

@@ -19,6 +19,10 @@ Invariants:
 - A preempted task (``Preempt``) gets SIGTERM and the executor's grace period to
   checkpoint, then goes back to PENDING with its submission time (its place by
   age); it is never marked failed for having been stopped.
+- Faults (``recovery``): a run ended by a node failure is requeued when its spec asks
+  for it (``qos.requeue``, at most ``max_requeues`` times) and the failed nodes are
+  taken out of scheduling; while the executor cannot reach its cluster nothing is
+  launched and waiting tasks say why; a launch that could not reach it waits again.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tacc_hub.compiler import ExecutionPlan, SiteProfile, compile_task
-from tacc_hub.executors import Executor, Launch, LaunchError, Observation
+from tacc_hub.executors import REQUEUE_MARK, Executor, Launch, LaunchError, LaunchUnavailable, Observation
 from tacc_hub.scheduler import ClusterState, Placement, Request, never_fits
 from tacc_hub.scheduler.durations import RunTimePredictor
 from tacc_hub.scheduler.policy import Explanation, Limits, Policy, Quotas, TaskView
@@ -42,6 +46,7 @@ from tacc_hub.snapshot import CodeStore
 from tacc_hub.store import InsertBatcher, NewTask, Store, TaskRecord, TaskStatus
 
 from .gcpause import GcPacer
+from .recovery import RecoveryMixin, launched
 
 log = logging.getLogger("tacc_hub.controller")
 
@@ -86,7 +91,7 @@ def request_for(task_id: int, owner: str, spec_or_plan: TaskSpec | ExecutionPlan
                    partition=r.partition, gpu_type=r.gpu_type)
 
 
-class Controller:
+class Controller(RecoveryMixin):
     def __init__(
         self,
         store: Store,
@@ -101,6 +106,8 @@ class Controller:
         explain_interval: float = 0.5,
         quota_period: str = "month",
         quota_refresh: float = 30.0,
+        max_requeues: int = 3,
+        down_recheck: float = 10.0,
     ) -> None:
         self.store = store
         self.executor = executor
@@ -133,6 +140,7 @@ class Controller:
         self._bg: set[asyncio.Task[Any]] = set()
         self.gc = GcPacer()
         executor.set_waker(self.wake)
+        self._init_recovery(max_requeues, down_recheck)
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -252,13 +260,14 @@ class Controller:
         self._learn_history()
         self._learn_usage()
         for rec in self.store.active():
+            self._recover_requeues(rec)
             plan = rec.plan or {}
             limit = int(plan.get("resources", {}).get("time_limit", 3600))
             view = self._view(rec.id, rec.owner, rec.name, rec.digest, rec.submitted_at, rec.spec or {})
             if rec.status == S.PENDING:
                 self._enqueue(view, rec.spec or {})
                 continue
-            if rec.status == S.STARTING and not rec.executor_state:
+            if rec.status == S.STARTING and not launched(rec.executor_state):
                 self.store.transition(rec.id, S.PENDING, expected=S.STARTING, placement=None,
                                       reason="requeued: the service restarted before the task was launched")
                 self._enqueue(view, rec.spec or {})
@@ -368,6 +377,7 @@ class Controller:
         since = time.time() - self._quotas_at
         if (self._quotas_stale and since >= 1.0) or since >= self.quota_refresh:  # at most once a second
             self.reload_quotas()
+        self._recheck_down_nodes()
         self.schedule()
 
     async def observe(self) -> None:
@@ -383,14 +393,15 @@ class Controller:
 
     def _apply(self, task_id: int, live: Live, obs: Observation) -> None:
         now = time.time()
-        if obs.status in ("running", "unknown"):
+        if obs.status in ("running", "unknown") or self._node_failure(task_id, live, obs):
             return
         if live.status == S.CANCELLING:
             to, reason = S.CANCELLED, "cancelled"
         elif obs.status == "exited" and obs.exit_code == 0:
             to, reason = S.SUCCEEDED, None
         elif obs.status == "exited":
-            to, reason = S.FAILED, obs.reason or f"exited with status {obs.exit_code}"
+            to, reason = S.FAILED, (obs.reason or "").replace(REQUEUE_MARK, "").strip() or \
+                f"exited with status {obs.exit_code}"
         else:
             to, reason = S.LOST, obs.reason or "the executor lost the task"
         self._finish(task_id, live, to, reason=reason, exit_code=obs.exit_code, now=now)
@@ -408,6 +419,7 @@ class Controller:
                 return
         self.live.pop(task_id, None)
         self.attempts.pop(task_id, None)
+        self.requeues.pop(task_id, None)
         self.queue.drop(task_id)
         self._changed = True
         if self.quotas is not None and self._has_budgets():
@@ -436,7 +448,7 @@ class Controller:
             self._finish(task_id, live, to, reason=reason)
 
     def schedule(self) -> None:
-        if not self.queue.waiting:
+        if not self.queue.waiting or self._cluster_unavailable():
             return
         now = time.time()
         plan = self.queue.plan(now, self.quotas)
@@ -509,6 +521,9 @@ class Controller:
         try:
             state = await self.executor.launch(Launch(task_id=rec.id, owner=rec.owner, plan=plan, placement=placement,
                                                       attempt=live.attempt))
+        except LaunchUnavailable as exc:
+            self._launch_unavailable(rec, live, exc)
+            return
         except LaunchError as exc:
             live.busy = False
             self._finish(rec.id, live, S.FAILED, reason=f"could not start: {exc}")
@@ -519,6 +534,7 @@ class Controller:
             self._finish(rec.id, live, S.FAILED, reason=f"could not start: internal error {type(exc).__name__}")
             return
         now = time.time()
+        state = self._with_requeues(rec.id, state)
         live.state = state
         live.started_at = now
         moved = self.store.transition(rec.id, S.RUNNING, expected=S.STARTING, executor_state=state, started_at=now)
@@ -555,13 +571,14 @@ class Controller:
         if info is None and self._changed:  # submitted since the last explanation
             self._explained_at = float("-inf")
             info = self.explanations().get(rec.id)
-        return info
+        return self._unavailable_info(info)
 
     def reason_for(self, rec: TaskRecord) -> str | None:
         if rec.status == S.PENDING:
             info = self.queue_info(rec)
             if info is not None:
-                return f"{info.reason}: {info.detail}" if info.detail else info.reason
+                why = f"{info.reason}: {info.detail}" if info.detail else info.reason
+                return f"{why} (after: {rec.reason})" if rec.id in self.requeues and rec.reason else why
             return rec.reason or "queued"
         return rec.reason
 

@@ -21,7 +21,8 @@ class ErrorOut(BaseModel):
 class QueueOut(BaseModel):
     """Where a waiting task stands (predictions, not promises)."""
 
-    reason: str = Field(description="Resources, Quota, Priority or Topology.")
+    reason: str = Field(description="Resources, Quota, Priority or Topology; Unavailable while the executor "
+                        "cannot reach its cluster (nothing is launched meanwhile; detail says since when).")
     position: int = Field(description="1 = the next task to start.")
     estimated_start: float | None = Field(None, description="Seconds since the epoch; null when unknown "
                                           "(e.g. a GPU-hour budget is used up).")
@@ -74,6 +75,8 @@ class NodeOut(BaseModel):
     partition: str | None = None
     gpu_type: str | None = None
     tasks: list[int]
+    down: bool = Field(False, description="The node failed (e.g. Slurm marked it down): nothing is placed on it "
+                       "until the executor reports it up again.")
 
 
 class ClusterOut(BaseModel):

@@ -12,7 +12,8 @@ Invariants:
 * ``STARTING -> PENDING`` is a requeue and is legal only because nothing ran yet (the
   executor refused the submission or the placement went away before launch).
 * ``RUNNING -> PENDING`` is a preemption: the scheduler stopped a preemptible task (after its
-  checkpoint grace period) and it waits again, keeping its submission time.
+  checkpoint grace period) and it waits again, keeping its submission time; or a requeue after a
+  node under the task failed (``qos.requeue``, see ``service/recovery.py``).
 * ``LOST`` means the executor no longer knows the task *and* said so definitively; an
   executor that cannot be reached leaves the task where it is ("unknown" is never "gone").
 """

@@ -20,6 +20,7 @@ import pytest
 from pydantic import BaseModel
 
 from tacc_hub.schema import TaskSpec, canonical_json, load_tuxiv, spec_from_data
+from tacc_hub.schema.digest import spec_digest
 
 GIT = {"kind": "git", "url": "https://example.org/lab/model.git", "commit": "0123456789abcdef", "patch": "diff --git"}
 SNAP = {"kind": "snapshot", "digest": "cd" * 32, "size": 1234}
@@ -43,7 +44,7 @@ BASE_A: dict[str, Any] = {
         "memory": "64G", "time_limit": "2h", "partition": "gpu",
     },
     "network": {"rdma": "required", "same_switch": True},
-    "qos": {"class": "low", "preemptible": True, "priority": 5},
+    "qos": {"class": "low", "preemptible": True, "priority": 5, "requeue": True},
     "runtime": {"kind": "torchrun", "options": {"nproc_per_node": 4, "max_restarts": 1}},
     "datasets": ["imagenet", "mnist"],
     "outputs": ["ckpt", "logs"],
@@ -101,6 +102,7 @@ MUTATIONS: dict[str, Any] = {
     "qos.class": "interactive",
     "qos.preemptible": False,
     "qos.priority": -5,
+    "qos.requeue": False,
     "runtime.kind": "plain",
     "runtime.options": {"nproc_per_node": 4, "max_restarts": 2},
     "datasets": ["imagenet"],
@@ -290,3 +292,15 @@ def test_digest_is_the_same_in_other_processes(base: dict[str, Any]) -> None:
         )
         seen.add(out.stdout.strip())
     assert seen == {here}
+
+
+def test_specs_without_requeue_keep_their_digest() -> None:
+    # qos.requeue came later; it is left out of the canonical form while False, so the digests of
+    # specs that do not set it are the ones they had before (pinned here).
+    plain = spec_from_data({"name": "t", "entrypoint": {"argv": ["python", "a.py"]}})
+    off = spec_from_data({"name": "t", "entrypoint": {"argv": ["python", "a.py"]}, "qos": {"requeue": False}})
+    assert '"requeue"' not in canonical_json(plain)
+    assert spec_digest(plain) == spec_digest(off) == "94e5fafa25e5c07b9b5c39f98044134eada49b7521816f599a3c49b22a9ce9c5"
+    on = spec_from_data({"name": "t", "entrypoint": {"argv": ["python", "a.py"]}, "qos": {"requeue": True}})
+    assert spec_digest(on) != spec_digest(plain)
+    assert spec_from_data(on.model_dump(mode="json", by_alias=True)).qos.requeue is True

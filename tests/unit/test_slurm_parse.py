@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tacc_hub.executors import LaunchError
+from tacc_hub.executors import LaunchError, Observation
 from tacc_hub.executors.sbatch import gpus_per_node, time_option
 from tacc_hub.executors.slurm import ACTIVE, REQUEUE_MARK, STATES, SlurmExecutor, _slurm_exit, expand_hostlist
 from tacc_hub.scheduler.cluster import NodeSlots, Placement
@@ -47,8 +47,23 @@ def test_our_exit_code_file_wins_over_slurm(tmp_path: Path) -> None:
     ex = SlurmExecutor(tmp_path)
     ex.task_dir(1).mkdir(parents=True)
     (ex.task_dir(1) / "exitcode").write_text("7\n")
+    (ex.task_dir(1) / "job").write_text("42\n")  # the batch script's first word: the dir is this job's
     obs = ex._observe(1, "42", {"job_state": {"current": "COMPLETING"}, "exit_code": 0}, 0.0)
     assert (obs.status, obs.exit_code) == ("exited", 7)
+
+
+def test_an_exit_code_file_of_another_job_is_ignored(tmp_path: Path) -> None:
+    # A job whose node failed lives on and writes its exit code while the task's next job runs.
+    ex = SlurmExecutor(tmp_path)
+    ex.task_dir(1).mkdir(parents=True)
+    (ex.task_dir(1) / "exitcode").write_text("0\n")
+    running = {"job_state": "RUNNING", "exit_code": 0}
+    assert ex._observe(1, "43", running, 0.0).status == "running"  # no "job" file yet: not ours
+    (ex.task_dir(1) / "job").write_text("42\n")
+    assert ex._observe(1, "43", running, 0.0).status == "running"
+    assert ex._observe(1, "43", None, 0.0).status == "unknown"  # and not taken as the end of job 43
+    (ex.task_dir(1) / "job").write_text("43\n")
+    assert ex._observe(1, "43", running, 0.0) == Observation("exited", exit_code=0)
 
 
 def test_exit_codes() -> None:
@@ -67,3 +82,13 @@ def test_time_and_gpu_options() -> None:
     assert [time_option(s) for s in (1, 60, 61, 5430)] == ["1", "1", "2", "91"]
     with pytest.raises(LaunchError, match="same GPU count"):
         gpus_per_node(Placement(nodes=[NodeSlots(node="n1", gpus=[0, 1]), NodeSlots(node="n2", gpus=[0])]))
+
+
+def test_a_node_failure_wins_over_an_exit_code_file(tmp_path: Path) -> None:
+    # srun ends (here with 0) when Slurm fails the job's node; the batch script still writes that code.
+    ex = SlurmExecutor(tmp_path)
+    ex.task_dir(1).mkdir(parents=True)
+    (ex.task_dir(1) / "exitcode").write_text("0\n")
+    (ex.task_dir(1) / "job").write_text("42\n")
+    obs = ex._observe(1, "42", {"job_state": "NODE_FAIL", "exit_code": 0}, 0.0)
+    assert obs == Observation("exited", exit_code=1, reason=f"node failure {REQUEUE_MARK}")

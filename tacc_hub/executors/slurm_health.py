@@ -1,0 +1,73 @@
+"""Is Slurm reachable? What the Slurm executor remembers about failing contacts with slurmctld.
+
+Only the commands that need slurmctld count (``squeue``, ``sbatch``, the probe ``scontrol ping``);
+``sacct`` failing means slurmdbd is down, which slows the final states but keeps launches working.
+
+Invariants: one success forgets every failure; the first failure of a streak is kept (``since``),
+so the reason shown to people says how long Slurm has not answered. ``unavailable`` gives a reason
+while the next try is not due (it backs off exponentially, up to ``max_backoff``), and always once
+the streak is older than ``threshold`` seconds: then only probes reach for Slurm, no launches.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+# What sbatch/squeue/scontrol print when slurmctld cannot be reached (as opposed to a refusal).
+_UNREACHABLE = re.compile(
+    r"unable to contact slurm controller|connect(ion)? (failure|refused)|socket timed out|timed out"
+    r"|zero bytes were transmitted|slurm_persist_conn|communication connection failure|is down"
+    r"|unable to establish|no route to host|network is unreachable",
+    re.IGNORECASE,
+)
+
+
+def is_unreachable(error: str) -> bool:
+    """Whether a Slurm command's error text says slurmctld could not be reached (so: try again later)."""
+    return bool(_UNREACHABLE.search(error))
+
+
+def may_have_gone_through(error: str) -> bool:
+    """Whether a request that failed this way may still have been carried out (it timed out: slurmctld may
+    have taken it and not answered in time), as opposed to never having reached slurmctld."""
+    return "timed out" in error.lower()
+
+
+class Health:
+    def __init__(self, threshold: float = 60.0, max_backoff: float = 30.0) -> None:
+        self.threshold = threshold
+        self.max_backoff = max_backoff
+        self.since: float | None = None  # wall clock of the first failure of the current streak
+        self.failures = 0
+        self.last_error = ""
+        self._retry_at = 0.0  # monotonic: no probe before this
+
+    def failed(self, error: str) -> None:
+        if self.since is None:
+            self.since = time.time()
+        self.failures += 1
+        self.last_error = error[-300:]
+        delay = min(self.max_backoff, 0.5 * 2 ** (self.failures - 1))
+        self._retry_at = time.monotonic() + delay
+
+    def ok(self) -> None:
+        self.since = None
+        self.failures = 0
+        self.last_error = ""
+        self._retry_at = 0.0
+
+    def probe_due(self) -> bool:
+        return self.failures > 0 and time.monotonic() >= self._retry_at
+
+    def unavailable(self) -> str | None:
+        """Why no launch should be tried now, e.g. "Slurm unreachable since 12:04:05 UTC (7 failed tries): ..."."""
+        if self.since is None:
+            return None
+        wait = self._retry_at - time.monotonic()
+        if time.time() - self.since < self.threshold and wait <= 0:
+            return None  # a short outage: the next launch is the next try
+        stamp = time.strftime("%H:%M:%S", time.gmtime(self.since))
+        tries = f"{self.failures} failed {'try' if self.failures == 1 else 'tries'}"
+        nxt = f"; next try in {wait:.0f} s" if wait > 0 else ""
+        return f"Slurm unreachable since {stamp} UTC ({tries}{nxt}): {self.last_error}"
