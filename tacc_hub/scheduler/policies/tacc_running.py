@@ -14,6 +14,7 @@ the preemptible ones; nothing here mutates the view.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from itertools import compress
@@ -42,11 +43,13 @@ class Running:
         self.fresh = False  # the last sync met fresh views of unchanged runs
 
     def _add(self, t: TaskView, queue: Queue, now: float) -> None:
-        self._victims = self._ends = None
+        self._victims = None
         r = queue.rank(t, now)
         self.rank[t.id] = (t, r)
         self.views[t.id] = t
-        self.end[t.id] = expected_end(t, queue, now)
+        end = self.end[t.id] = expected_end(t, queue, now)
+        if self._ends is not None:  # kept sorted as tasks come and go (rebuilt only after a full reset)
+            bisect.insort(self._ends, (end, t.id, t))
         if t.preemptible:
             lv = r[:3]
             self.levels[lv] = self.levels.get(lv, 0) + 1
@@ -59,10 +62,17 @@ class Running:
                 heapq.heappush(self.changes, (max(at, now + 1.0), t.id, t.start, then))  # no float-edge spin
 
     def _drop(self, tid: int) -> None:
-        self._victims = self._ends = None
+        self._victims = None
         t, r = self.rank.pop(tid)
-        self.end.pop(tid, None)
-        self.views.pop(tid, None)
+        end = self.end.pop(tid, None)
+        view = self.views.pop(tid, None)
+        ends = self._ends
+        if ends is not None:
+            i = bisect.bisect_left(ends, (end, tid)) if end is not None else len(ends)
+            if i < len(ends) and ends[i][1] == tid and ends[i][2] is view:
+                del ends[i]
+            else:
+                self._ends = None  # not where expected: rebuild on next use
         if t.preemptible:
             lv = r[:3]
             n = self.levels[lv] - 1
@@ -145,10 +155,12 @@ class Running:
         heap = self.changes
         if best is None or not heap:
             return heap[0][0] if heap else None
-        # the heap's entries in time order, lazily (a heap of its indices): stops at the first that counts
+        # the heap's entries in time order, lazily (a heap of its indices): stops at the first that counts;
+        # after 64 that do not, the 64th's time: a wake-up then only looks again (never later than the change)
         todo = [(heap[0][0], 0)]
         n = len(heap)
-        for _ in range(64):  # then a linear scan costs less than going on
+        at = heap[0][0]
+        for _ in range(64):
             if not todo:
                 return None
             at, i = heapq.heappop(todo)
@@ -157,7 +169,7 @@ class Running:
             for j in (2 * i + 1, 2 * i + 2):
                 if j < n:
                     heapq.heappush(todo, (heap[j][0], j))
-        return min((e[0] for e in heap if e[3] > best), default=None)
+        return at
 
 
 def expected_end(t: TaskView, queue: Queue, now: float) -> float:
