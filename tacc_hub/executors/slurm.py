@@ -154,6 +154,7 @@ class SlurmExecutor(Executor):
         self.missing_grace = missing_grace
         self.max_backoff = max_backoff
         self._nodes: list[Node] | None = None
+        self.unusable: dict[str, str] = {}
         self._failures: dict[str, int] = {}  # per command (squeue, sacct): consecutive failures
         self._retry_at: dict[str, float] = {}  # per command: no new try before this (monotonic)
         self._missing_since: dict[str, float] = {}
@@ -236,11 +237,14 @@ class SlurmExecutor(Executor):
                 for host in expand_hostlist(fields.get("Nodes", "")):
                     switches[host] = fields["SwitchName"]
         found: dict[str, Node] = {}
+        unusable: dict[str, str] = {}
         for raw in data.get("nodes", []):
             name = str(raw.get("name", ""))
             state = str(raw.get("state", "")).lower()
             flags = {str(f).upper() for f in raw.get("state_flags") or []}
             if not name or state in UNUSABLE_STATES or flags & UNUSABLE_FLAGS:
+                if name:
+                    unusable[name] = "+".join([state, *sorted(flags)])
                 continue  # cannot take work now
             partitions = [str(p) for p in raw.get("partitions") or []]
             if self.partition and self.partition not in partitions:
@@ -254,7 +258,11 @@ class SlurmExecutor(Executor):
             found[name] = Node(name=name, gpus=gpus, gpu_type=gpu_type, switch=switches.get(name, "0"),
                                partition=self.partition or (partitions[0] if partitions else None))
         self._nodes = [found[n] for n in sorted(found)]
+        self.unusable = unusable  # left out: node -> Slurm state (e.g. "idle+DRAIN")
         return self.nodes()
+
+    def node_states(self) -> dict[str, str]:
+        return dict(self.unusable)
 
     # --- launch -------------------------------------------------------------------------
 

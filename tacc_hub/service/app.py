@@ -120,6 +120,9 @@ class TaccHub(Application):
                   help="Scheduling policy (the same code the simulator replays; see `tacc-hub simulate`).")
     poll_interval = Float(1.0, config=True, help="Seconds between executor polls when nothing wakes the loop "
                           "(task exits and submissions wake it at once).")
+    node_refresh_interval = Float(30.0, config=True, help="Seconds between reads of the executor's nodes (Slurm: "
+                                  "sinfo and the topology), so that drained or down nodes get no new tasks and "
+                                  "nodes that come back get them again; 0 reads them only at start.")
     grace_period = Float(10.0, config=True, help="Seconds between SIGTERM and SIGKILL when a task is cancelled.")
     log_poll_interval = Float(0.05, config=True, help="Seconds between checks of a log file for new output while "
                               "streaming it (sets the log latency floor).")
@@ -233,7 +236,7 @@ class TaccHub(Application):
         code_store = CodeStore(root / "code")
         controller = Controller(store, executor, self.site_profile(executor), make(self.policy), code_store,
                                 poll_interval=self.poll_interval, max_running_per_user=self.max_running_per_user,
-                                quota_period=self.quota_period)
+                                quota_period=self.quota_period, node_refresh_interval=self.node_refresh_interval)
 
         def changed() -> None:
             self.quotas_changed()

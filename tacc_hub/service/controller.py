@@ -41,6 +41,8 @@ from tacc_hub.schema import SnapshotCode, SpecError, TaskSpec
 from tacc_hub.snapshot import CodeStore
 from tacc_hub.store import InsertBatcher, NewTask, Store, TaskRecord, TaskStatus
 
+from . import nodes
+
 log = logging.getLogger("tacc_hub.controller")
 
 S = TaskStatus
@@ -99,6 +101,7 @@ class Controller:
         explain_interval: float = 0.5,
         quota_period: str = "month",
         quota_refresh: float = 30.0,
+        node_refresh_interval: float = 30.0,
     ) -> None:
         self.store = store
         self.executor = executor
@@ -108,6 +111,7 @@ class Controller:
         self.poll_interval = poll_interval
         self.min_tick_interval = min_tick_interval
         self.cluster = ClusterState(executor.nodes())
+        self.node_refresh_interval = node_refresh_interval  # seconds; 0: read the nodes only at start
         self.queue = LiveQueue(self.cluster, policy, max_running_per_user)
         self.history = RunTimePredictor()
         self.groups: dict[str, str] = {}  # user -> group; not listed: "default"
@@ -138,6 +142,8 @@ class Controller:
         self.reload_quotas()
         await self.recover()
         self._loop_task = asyncio.get_running_loop().create_task(self._loop())
+        if self.node_refresh_interval > 0 and nodes.refreshes(self.executor):
+            self._spawn(nodes.refresh_loop(self, self.node_refresh_interval))
 
     async def stop(self) -> None:
         self._stopping = True
@@ -157,6 +163,11 @@ class Controller:
 
     def wake(self) -> None:
         self._wake.set()
+
+    def nodes_changed(self) -> None:
+        """The node list changed (see ``service.nodes``): explain and schedule again."""
+        self._changed = True
+        self.wake()
 
     def group_of(self, user: str) -> str:
         return self.groups.get(user, "default")

@@ -74,11 +74,16 @@ class NodeOut(BaseModel):
     partition: str | None = None
     gpu_type: str | None = None
     tasks: list[int]
+    switch: str = "0"
+    schedulable: bool = True
+    state: str | None = None
 
 
 class ClusterOut(BaseModel):
     executor: str
     nodes: list[NodeOut]
+    partitions: list[str] = []
+    switches: dict[str, list[str]] = {}
     gpus: int
     gpus_used: int
     gpus_free: int
