@@ -12,6 +12,10 @@ What the job asks for is exactly the placement our scheduler chose: ``--nodelist
 GPU indices to use on a node: our placement decides the nodes and the GPU count per node, and
 Slurm picks the device indices on each node (it sets ``CUDA_VISIBLE_DEVICES``). Node ranks
 follow Slurm's node order (``SLURM_NODEID``), and rank 0 is the first node of the allocation.
+
+A task whose env must be built first gets one more step before its own: ``prepare_env`` as one
+task on the first node (``env_step``); when it fails, its exit code is the task's and the task
+does not run.
 """
 
 from __future__ import annotations
@@ -65,6 +69,11 @@ def gpus_per_node(placement: Placement) -> int:
     return counts.pop()
 
 
+def prepare_env_argv(python: str, pythonpath: str, plan_file: Path) -> list[str]:
+    """The command of the job step that builds (or finds ready) the task's env (see ``prepare_env``)."""
+    return ["env", f"PYTHONPATH={pythonpath}", python, "-m", "tacc_hub.executors.prepare_env", str(plan_file)]
+
+
 def render_batch(
     *,
     task_id: int,
@@ -73,8 +82,13 @@ def render_batch(
     task_dir: Path,
     env: dict[str, str],
     partition: str | None = None,
+    env_step: list[str] | None = None,
 ) -> BatchJob:
-    """The batch job of one run of a task. ``env``: the launch variables (and site extras) to export."""
+    """The batch job of one run of a task. ``env``: the launch variables (and site extras) to export.
+
+    ``env_step``: a command (argv) run first, as a one-task step on the first node, to build the
+    task's environment (``prepare_env_argv``); when it fails the task ends with its exit code.
+    """
     if not placement.nodes:
         raise LaunchError("empty placement")
     gpus = gpus_per_node(placement)
@@ -115,6 +129,17 @@ def render_batch(
             raise LaunchError(f"invalid environment variable name {key[:80]!r}")
         lines.append(f"export {key}={q(env[key])}")
     lines.append(_BODY.rstrip("\n"))
+    if env_step:
+        step = " ".join(q(a) for a in env_step)
+        lines += [
+            f"srun --nodes=1 --ntasks=1 --cpus-per-task={cpus} --kill-on-bad-exit=1 --export=ALL {step}",
+            "rc=$?",
+            'if [ "$rc" -ne 0 ]; then',
+            "  echo \"tacc: the environment could not be prepared (exit $rc); the task did not run\" >&2",
+            "  printf '%s\\n' \"$rc\" > exitcode.tmp && mv -f exitcode.tmp exitcode",
+            '  exit "$rc"',
+            "fi",
+        ]
     srun = ['srun --nodes="$SLURM_NNODES" --ntasks-per-node=1', f"--cpus-per-task={cpus}",
             "--kill-on-bad-exit=1 --export=ALL"]
     if gpus:

@@ -5,6 +5,9 @@ Task directories are laid out as by the local executor (``<state_dir>/tasks/<id>
 machine's filesystem at the same paths (a shared file system; on the dev cluster they are this
 machine). The batch job (``sbatch.py``) runs ``launch.sh`` on every node with ``srun`` and
 writes ``exitcode`` last; its output is appended to ``output.log``, which the log endpoints read.
+A task with a venv or conda env gets it from the job's first step, on the allocation's first
+node (``prepare_env``: built once per dependency digest in the site's shared env root, under a
+lock, READY marker last); the hub builds no env for Slurm tasks.
 
 Observing: one ``squeue --json`` per poll for all tasks, plus one ``sacct --json -j a,b,...``
 for the jobs squeue no longer lists. When a command fails or times out, the tasks are
@@ -34,6 +37,7 @@ import os
 import pwd
 import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -42,7 +46,7 @@ from ..scheduler.cluster import Node
 from .base import Executor, Launch, LaunchError, Observation
 from .local import DEFAULT_ENV_KEEP, free_port
 from .prepare import owner_dir, prepare_task_dir, task_env
-from .sbatch import render_batch
+from .sbatch import prepare_env_argv, render_batch
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +82,8 @@ STATES: dict[str, tuple[str, str | None]] = {
 UNUSABLE_STATES = {"down", "fail", "future", "unknown"}
 UNUSABLE_FLAGS = {"DRAIN", "DRAINED", "DRAINING", "FAIL", "NOT_RESPONDING"}
 ACTIVE = {state for state, (status, _) in STATES.items() if status == "running"}
+ENV_PLAN_FILE = "env-plan.json"  # in the task dir: the EnvPlan the job's first step builds
+PKG_ROOT = str(Path(__file__).resolve().parents[2])  # PYTHONPATH of that step: this very tacc_hub
 SACCT_NOTHING_FOUND = frozenset({9003})  # sacct --json's "Nothing found with query": an answer, not a failure
 
 
@@ -139,6 +145,7 @@ class SlurmExecutor(Executor):
         command_timeout: float = 30.0,
         missing_grace: float = 60.0,
         max_backoff: float = 60.0,
+        node_python: str | None = None,
     ) -> None:
         self.root = Path(state_dir)
         (self.root / "tasks").mkdir(parents=True, exist_ok=True)
@@ -153,6 +160,7 @@ class SlurmExecutor(Executor):
         self.command_timeout = command_timeout
         self.missing_grace = missing_grace
         self.max_backoff = max_backoff
+        self.node_python = node_python or sys.executable  # runs prepare_env on the nodes (shared filesystem)
         self._nodes: list[Node] | None = None
         self.unusable: dict[str, str] = {}
         self._failures: dict[str, int] = {}  # per command (squeue, sacct): consecutive failures
@@ -273,9 +281,15 @@ class SlurmExecutor(Executor):
         return owner_dir(self.root, owner)
 
     def _prepare(self, launch: Launch) -> Path:
-        tdir = prepare_task_dir(self.task_dir(launch.task_id), launch, self.user_dir(launch.owner))
+        # A venv/conda env is built by the job on its first node (see prepare_env), not here.
+        tdir = prepare_task_dir(self.task_dir(launch.task_id), launch, self.user_dir(launch.owner), build_env=False)
+        if launch.plan.env.kind != "base":
+            (tdir / ENV_PLAN_FILE).write_text(launch.plan.env.model_dump_json())
+            Path(launch.plan.env.path).parent.mkdir(parents=True, exist_ok=True)
         if self.submit_as:  # the job runs as that user: it writes its log, exit code and checkpoints
             user = pwd.getpwnam(self.submit_as)
+            if launch.plan.env.kind != "base":  # and builds the envs (their locks live in the env root)
+                os.lchown(Path(launch.plan.env.path).parent, user.pw_uid, user.pw_gid)
             for top in (tdir, self.user_dir(launch.owner)):
                 os.lchown(top, user.pw_uid, user.pw_gid)
                 for dirpath, dirs, files in os.walk(top):  # lchown: never through a symlink of the user's code
@@ -295,8 +309,10 @@ class SlurmExecutor(Executor):
         switch = {n.name: n.switch for n in self.nodes()}
         if len({switch.get(s.node, "0") for s in launch.placement.nodes}) > 1:
             env["TACC_CROSS_SWITCH"] = "1"  # the runtimes fall back to TCP (see compiler/network.py)
+        step = None if launch.plan.env.kind == "base" else prepare_env_argv(self.node_python, PKG_ROOT,
+                                                                             tdir / ENV_PLAN_FILE)
         job = render_batch(task_id=launch.task_id, plan=launch.plan, placement=launch.placement, task_dir=tdir,
-                           env=env, partition=self.partition)
+                           env=env, partition=self.partition, env_step=step)
         script = tdir / "job.sbatch"
         script.write_text(job.script)
         try:
