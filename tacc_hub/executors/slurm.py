@@ -9,9 +9,9 @@ A task with a venv or conda env gets it from the job's first step, on the alloca
 node (``prepare_env``: built once per dependency digest in the site's shared env root, under a
 lock, READY marker last); the hub builds no env for Slurm tasks.
 
-Observing: one ``squeue --json`` per poll for all tasks, plus one ``sacct --json -j a,b,...``
-for the jobs squeue no longer lists. When a command fails or times out, the tasks are
-``unknown`` (never ``gone``) and the next tries back off exponentially. A job that neither
+Observing: one ``squeue`` per poll for all tasks (ids and states as text, not ``--json``), plus
+one ``sacct --json -j a,b,...`` for the jobs squeue no longer lists. When a command fails or
+times out, the tasks are ``unknown`` (never ``gone``) and the next tries back off exponentially. A job that neither
 command knows is ``unknown`` for ``missing_grace`` seconds (accounting may lag) before ``gone``.
 
 A job PENDING in Slurm after our scheduler placed it (nodes still held by a job that is ending,
@@ -352,13 +352,15 @@ class SlurmExecutor(Executor):
         if why:
             return {**out, **{tid: Observation("unknown", reason=why) for tid in wanted}}
         try:
-            listed = {str(j.get("job_id")): j for j in (await self._json("squeue")).get("jobs", [])}
+            listed = await self._squeue()
         except SlurmError as exc:
             reason = self._failed("squeue", exc)
             return {**out, **{tid: Observation("unknown", reason=reason) for tid in wanted}}
         self._succeeded("squeue")
         # Accounting (slurmdbd) may be down while slurmctld answers: only the jobs squeue no
         # longer lists are then unknown (unless their exitcode file tells).
+        await self._exit_codes(listed, [jid for tid, jid in wanted.items() if jid in listed and STATES.get(
+            listed[jid]["job_state"], ("",))[0] == "exited" and self._exitcode_file(tid) is None])
         missing = sorted({jid for jid in wanted.values() if jid not in listed}, key=int)
         acct_down = self._backed_off("sacct") if missing else None
         if missing and acct_down is None:
@@ -377,6 +379,32 @@ class SlurmExecutor(Executor):
             except OSError as exc:
                 out[tid] = Observation("unknown", reason=str(exc))
         return out
+
+    async def _squeue(self) -> dict[str, dict[str, Any]]:
+        """Job id -> {job_id, job_state} of every job slurmctld knows. Text: ``--json`` is 4 MB a poll with
+        1,000 jobs and costs more CPU than all else the service does (benchmarks/bench_slurm_tracking.py)."""
+        out = await self._run(self._argv("squeue", "--noheader", "--states=all", "--format=%i|%T"))
+        jobs: dict[str, dict[str, Any]] = {}
+        for line in out.splitlines():
+            job_id, sep, state = line.strip().partition("|")
+            if not sep or not job_id.isdigit():
+                if line.strip():
+                    raise SlurmError(f"squeue printed an unexpected line: {line[:200]!r}")
+                continue
+            jobs[job_id] = {"job_id": job_id, "job_state": state.strip().upper()}
+        return jobs
+
+    async def _exit_codes(self, listed: dict[str, dict[str, Any]], ended: list[str]) -> None:
+        """Jobs squeue lists as ended whose task wrote no exit code (killed, node failure): ``squeue --json``
+        has the code (sacct --json 22.05 reports 0 for them); rare, so the big listing is taken only then."""
+        if not ended:
+            return
+        try:
+            full = {str(j.get("job_id")): j for j in (await self._json("squeue")).get("jobs", [])}
+        except SlurmError as exc:
+            log.info("slurm: squeue --json for the exit codes of jobs %s: %s", ",".join(ended), exc)
+            return
+        listed.update({jid: full[jid] for jid in ended if jid in full})
 
     def _exitcode_file(self, task_id: int) -> int | None:
         path = self.task_dir(task_id) / "exitcode"

@@ -33,6 +33,7 @@ from tests.slurm.conftest import SlurmCluster
 pytestmark = pytest.mark.timeout(900)
 
 WAIT_S = 120
+POLL_SQUEUE = "squeue --noheader --states=all --format=%i|%T"  # as the counting bin logs it
 # Shell metacharacters, command substitution, both quotes, a newline, a backslash, a glob.
 HOSTILE = "a b; $(touch /tmp/tacc-pwned) `id` 'q' \"dq\" \\ * \n2nd line & | > <"
 
@@ -210,7 +211,7 @@ def counting_bin(tmp_path: Path) -> tuple[Path, Path, Path]:
     for cmd in ("sbatch", "squeue", "sacct", "scancel", "sinfo", "scontrol"):
         real = subprocess.run(["which", cmd], capture_output=True, text=True, check=True).stdout.strip()
         fake = {
-            "squeue": f'[ -e "{forget}" ] && [ "$1" = --json ] && {{ echo \'{{"jobs": []}}\'; exit 0; }}\n',
+            "squeue": f'[ -e "{forget}" ] && [ "$2" = --states=all ] && exit 0\n',
             "sacct": f'[ -e "{forget}.acct-down" ] && {{ echo "sacct: error: slurmdbd down" >&2; exit 1; }}\n',
         }.get(cmd, "")
         (bin_dir / cmd).write_text(f'#!/bin/sh\necho "{cmd} $*" >> "{calls}"\n{fake}exec {real} "$@"\n')
@@ -234,7 +235,14 @@ async def test_poll_is_one_squeue_call_and_one_sacct_call_for_many_tasks(slurm_c
         seen = await ex.poll(t.states)
         assert {tid: (o.status, o.exit_code) for tid, o in seen.items()} == {
             11: ("exited", 0), 12: ("exited", 1), 13: ("exited", 2)}
-        assert calls.read_text().splitlines() == ["squeue --json"]
+        assert calls.read_text().splitlines() == [POLL_SQUEUE]
+        # Listed as ended but no exitcode file (the task never wrote one): squeue --json has the exit code.
+        (ex.task_dir(13) / "exitcode").unlink()
+        calls.write_text("")
+        seen = await ex.poll({13: t.states[13]})
+        assert (seen[13].status, seen[13].exit_code) == ("exited", 2), seen[13]
+        assert calls.read_text().splitlines() == [POLL_SQUEUE, "squeue --json"]
+        (ex.task_dir(13) / "exitcode").write_text("2\n")
 
         # squeue no longer lists them: one sacct call for all; our exitcode files give the codes.
         forget.touch()
@@ -242,7 +250,7 @@ async def test_poll_is_one_squeue_call_and_one_sacct_call_for_many_tasks(slurm_c
         ghost = {"job_id": "999999", "dir": str(tmp_path)}
         seen = await ex.poll({**t.states, 99: ghost})
         ids = ",".join(t.states[tid]["job_id"] for tid in (11, 12, 13))
-        assert calls.read_text().splitlines() == ["squeue --json", f"sacct -j {ids},999999 --json"]
+        assert calls.read_text().splitlines() == [POLL_SQUEUE, f"sacct -j {ids},999999 --json"]
         assert [seen[tid].exit_code for tid in (11, 12, 13)] == [0, 1, 2], seen
         assert seen[99].status == "gone" and "no record" in (seen[99].reason or ""), seen[99]
         # sacct alone (no exitcode file) knows how a job ended.
