@@ -33,16 +33,21 @@ from .base import LaunchError
 
 q = shlex.quote
 
-# The fixed part that runs on the batch host (the allocation's first node). One srun task per
+# The fixed part that runs on the batch host (the allocation's first node; a one-node job is
+# that node, and needs no hostlist expansion: one process less on every start). One srun task per
 # node runs launch.sh with that node's rank; the exit code file is written last, so that
 # "exitcode exists" means the task and its log copy are done (as with the local supervisor).
 _BODY = """\
-TACC_MASTER_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+if [ "$SLURM_NNODES" = 1 ]; then
+  TACC_NODELIST="$SLURMD_NODENAME"
+else
+  TACC_NODELIST=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)
+fi
+export TACC_NODELIST
+TACC_MASTER_NODE="${TACC_NODELIST%%,*}"
 TACC_MASTER_ADDR=$(scontrol -o show node "$TACC_MASTER_NODE" | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p')
 export TACC_MASTER_ADDR="${TACC_MASTER_ADDR:-$TACC_MASTER_NODE}"
 export TACC_NNODES="$SLURM_NNODES"
-TACC_NODELIST=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)
-export TACC_NODELIST
 cd -- "$TACC_TASKDIR" || exit 111
 rm -f -- exitcode exitcode.tmp
 """

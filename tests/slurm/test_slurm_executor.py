@@ -105,7 +105,8 @@ async def test_nodes_come_from_sinfo_and_the_topology(tasks: Tasks) -> None:
 
 
 async def test_a_single_node_task_exits_zero_with_its_output(tasks: Tasks) -> None:
-    plan = tasks.plan({"main.sh": "echo hello from $SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES task=$TACC_TASK_ID\n"},
+    plan = tasks.plan({"main.sh": "echo hello from $SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES task=$TACC_TASK_ID\n"
+                                  "echo nodes=$TACC_NODELIST of=$TACC_NNODES master=$TACC_MASTER_ADDR\n"},
                       entrypoint={"argv": ["bash", "main.sh"]}, resources={"gpus_per_node": 1})
     state = await tasks.launch(1, plan, ("n2", [1]))
     assert state["job_id"].isdigit() and state["dir"] == str(tasks.ex.task_dir(1))
@@ -115,20 +116,21 @@ async def test_a_single_node_task_exits_zero_with_its_output(tasks: Tasks) -> No
     line = next(line for line in text.splitlines() if line.startswith("hello"))
     assert line.startswith("hello from n2 gpus=") and line.endswith(" task=1"), text
     assert len(line.split("gpus=")[1].split()[0].split(",")) == 1, text  # one GPU, index chosen by Slurm
+    assert "nodes=n2 of=1 master=127.0.0.1" in text.splitlines(), text  # n2's NodeAddr
 
 
 async def test_a_two_node_task_gets_ranks_from_each_node(tasks: Tasks) -> None:
     plan = tasks.plan(
         {"main.sh": 'echo "rank=$TACC_NODE_RANK of=$TACC_NNODES node=$SLURMD_NODENAME '
-                    'master=$TACC_MASTER_ADDR:$TACC_MASTER_PORT"\n'},
+                    'master=$TACC_MASTER_ADDR:$TACC_MASTER_PORT list=$TACC_NODELIST"\n'},
         entrypoint={"argv": ["bash", "main.sh"]}, resources={"nodes": 2, "gpus_per_node": 1},
     )
     state = await tasks.launch(2, plan, ("n1", [0]), ("n3", [0]))
     assert (await tasks.wait(2, "exited")).exit_code == 0, tasks.log(2)
     lines = sorted(line for line in tasks.log(2).splitlines() if line.startswith("rank="))
-    port = lines[0].rsplit(":", 1)[1] if lines else "?"
-    assert lines == [f"rank=0 of=2 node=n1 master=127.0.0.1:{port}", f"rank=1 of=2 node=n3 master=127.0.0.1:{port}"], (
-        tasks.log(2))
+    port = lines[0].split()[3].rsplit(":", 1)[1] if lines else "?"
+    assert lines == [f"rank=0 of=2 node=n1 master=127.0.0.1:{port} list=n1,n3",
+                     f"rank=1 of=2 node=n3 master=127.0.0.1:{port} list=n1,n3"], tasks.log(2)
     assert port.isdigit()
     job = squeue_job(state["job_id"])
     assert job is not None and job["nodes"] == "n[1,3]" and job["tres_per_node"] == "gres:gpu:1", job
