@@ -84,7 +84,9 @@ def ctld_log(conf: str) -> Path:
     raise RuntimeError(f"no SlurmctldLogFile in {conf}")
 
 
-_EVENT = re.compile(r"^\[(\S+)\] (?:_slurm_rpc_submit_batch_job: JobId=(\d+) |sched: Allocate JobId=(\d+) )")
+# A job's submission, and its start by the main scheduler or by backfill.
+_EVENT = re.compile(r"^\[(\S+)\] (?:_slurm_rpc_submit_batch_job: JobId=(\d+) |sched: Allocate JobId=(\d+) "
+                    r"|sched/backfill: _start_job: Started JobId=(\d+) )")
 
 
 def ctld_times(conf: str, job_ids: set[str]) -> dict[str, dict[str, float]]:
@@ -97,8 +99,8 @@ def ctld_times(conf: str, job_ids: set[str]) -> dict[str, dict[str, float]]:
             m = _EVENT.match(line)
             if not m:
                 continue
-            job = m.group(2) or m.group(3)
+            job = m.group(2) or m.group(3) or m.group(4)
             if job in job_ids:
                 when = datetime.datetime.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S.%f").timestamp()
-                out.setdefault(job, {})["submit" if m.group(2) else "alloc"] = when
+                out.setdefault(job, {})["submit" if m.group(2) else "alloc"] = when  # the latest entry
     return out

@@ -19,7 +19,7 @@ a wait of 0-2 s that has nothing to do with who submitted. Before each sample ev
 has left squeue and a random 0-2 s pause follows, so that both kinds land at random points of
 that cycle (a fixed pause locks each kind to one phase of it and biases the comparison by up to
 a second). Each total is then split with slurmctld's own log (ms timestamps of
-``_slurm_rpc_submit_batch_job`` and ``sched: Allocate``) into: before Slurm (client -> the
+``_slurm_rpc_submit_batch_job`` and ``sched: Allocate`` or backfill's ``Started``) into: before Slurm (client -> the
 submission reaching slurmctld), Slurm's wait (submission -> nodes allocated), and in the job
 (allocation -> marker). The target is checked on the total minus Slurm's wait, which is what
 tacc adds; the plain totals are printed too.
