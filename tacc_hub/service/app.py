@@ -156,6 +156,10 @@ class TaccHub(Application):
     slurm_submit_as = Unicode("", config=True, help="Submit and cancel Slurm jobs as this user (through "
                               "`runuser -u USER --`; the service must run as root) and hand it the task "
                               "directories. Empty: as the service's own user.")
+    slurm_node_python = Unicode("", config=True, help="Interpreter that runs tacc_hub's environment step on the "
+                                "Slurm nodes (python -m tacc_hub.executors.prepare_env builds a task's venv/conda env "
+                                "as the job's first step); it must see this tacc_hub at the same path. Default: the "
+                                "service's own interpreter (a shared file system).")
     conda_command = Unicode("", config=True, help="conda or micromamba executable for conda specs; default: found "
                             "on PATH, else conda specs are refused with a clear error.")
 
@@ -193,7 +197,8 @@ class TaccHub(Application):
         root = Path(self.state_dir).resolve()
         if self.executor == "slurm":
             return SlurmExecutor(root, partition=self.slurm_partition or None, slurm_conf=self.slurm_conf or None,
-                                 submit_as=self.slurm_submit_as or None, grace_period=self.grace_period)
+                                 submit_as=self.slurm_submit_as or None, grace_period=self.grace_period,
+                                 node_python=self.slurm_node_python or None)
         return LocalExecutor(root, gpus=self.local_gpus, node_name=self.node_name, grace_period=self.grace_period)
 
     def site_profile(self, executor: Executor | None = None) -> SiteProfile:

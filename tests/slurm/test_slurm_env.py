@@ -8,8 +8,10 @@ satisfied without the network: the test exercises the build protocol, not PyPI.
 from __future__ import annotations
 
 import asyncio
+import json
 import site as pysite
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import pytest
 import yaml
 
 from tacc_hub.executors.slurm import ENV_PLAN_FILE, SlurmExecutor
+from tests.e2e.conftest import ServiceProcess, tcloud, write_task
 from tests.slurm.conftest import SlurmCluster
 from tests.slurm.test_slurm_executor import Tasks
 
@@ -92,3 +95,24 @@ async def test_an_env_that_cannot_be_built_fails_the_task_before_it_runs(slurm_c
     finally:
         for task_id, state in t.states.items():
             await ex.cancel(task_id, state)
+
+
+def test_the_service_leaves_the_env_to_the_job(slurm_cluster: SlurmCluster, tmp_path: Path) -> None:
+    svc = ServiceProcess(tmp_path / "svc", "--TaccHub.executor=slurm", "--TaccHub.grace_period=1",
+                         f"--TaccHub.slurm_node_python={sys.executable}").start()
+    try:
+        d = write_task(tmp_path / "t", f"name: with-env\ncode: .\nenvironment:\n"
+                       f"  requirements: [PyYAML=={yaml.__version__}]\nentrypoint:\n  - python -c \"{SHOW}\"\n")
+        res = tcloud(svc, "ivan", "submit", str(d), "-f")
+        assert res.returncode == 0 and "succeeded" in res.stderr, res.stderr + res.stdout
+        task_id = int(res.stdout.split("submitted task ")[1].split()[0])
+        show = json.loads(tcloud(svc, "ivan", "show", str(task_id), "--json").stdout)
+        env = show["plan"]["env"]
+        assert env["kind"] == "venv" and show["status"] == "succeeded", show
+        logs = tcloud(svc, "ivan", "logs", str(task_id)).stdout
+        assert f"tacc: venv environment {env['digest']} built in " in logs, logs
+        assert f"in-env {env['path']} {yaml.__version__}" in logs, logs
+        job = (tmp_path / "svc" / "tasks" / str(task_id) / "job.sbatch").read_text()
+        assert f"{sys.executable} -m tacc_hub.executors.prepare_env" in job, job
+    finally:
+        svc.stop()
