@@ -414,12 +414,14 @@ def cluster(obj: Ctx, as_json: bool) -> None:
     from rich.table import Table
 
     table = Table(box=None, header_style="bold")
-    for col in ("NODE", "GPUS", "USED", "FREE", "TASKS"):
+    for col in ("NODE", "GPUS", "USED", "FREE", "SWITCH", "STATE", "TASKS"):
         table.add_column(col)
     for n in out["nodes"]:
-        name = f"{n['name']} (down)" if n.get("down") else n["name"]
-        table.add_row(name, str(n["gpus"]), str(n["gpus_used"]), str(n["gpus_free"]),
-                      ",".join(map(str, n["tasks"])))
+        state = n.get("state") or "up"
+        if not n.get("schedulable", True):
+            state += " (no new tasks)"
+        table.add_row(n["name"], str(n["gpus"]), str(n["gpus_used"]), str(n["gpus_free"]), n.get("switch", "0"),
+                      state, ",".join(map(str, n["tasks"])))
     con = _console()
     con.print(table)
     con.print(f"{out['gpus_free']}/{out['gpus']} GPUs free, {out['pending']} pending, {out['running']} running")

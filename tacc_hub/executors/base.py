@@ -69,6 +69,14 @@ class Executor(abc.ABC):
     def nodes(self) -> list[Node]:
         """The nodes and GPU slots this executor can place tasks on."""
 
+    def refresh_nodes(self) -> list[Node]:
+        """Read the nodes again (blocking; the service calls it in a worker thread). Default: they never change."""
+        return self.nodes()
+
+    def node_states(self) -> dict[str, str]:
+        """Nodes left out of ``nodes()`` because they cannot take work now -> why (e.g. Slurm's "idle+DRAIN")."""
+        return {}
+
     @abc.abstractmethod
     async def launch(self, launch: Launch) -> dict[str, Any]:
         """Prepare and start the task; return its state dict. Raise LaunchError with a user-facing reason."""

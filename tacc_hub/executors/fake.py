@@ -2,9 +2,9 @@
 
 Tasks "run" until a test calls ``finish(task_id, exit_code)`` or ``vanish``. Faults:
 ``fail_node(name)`` ends the runs on a node as Slurm's NODE_FAIL does and takes the node out of
-``refresh_nodes`` until ``restore_node``; ``unreachable = "why"`` makes launches raise
-``LaunchUnavailable`` and polls answer "unknown" until it is None; ``hold = "why"`` is what
-``unavailable()`` says, until a ``probe`` finds the cluster reachable again.
+``refresh_nodes`` (``node_states`` says "down") until ``restore_node``; ``unreachable = "why"``
+makes launches raise ``LaunchUnavailable`` and polls answer "unknown" until it is None;
+``hold = "why"`` is what ``unavailable()`` says, until a ``probe`` finds the cluster reachable again.
 """
 
 from __future__ import annotations
@@ -32,11 +32,14 @@ class FakeExecutor(Executor):
         self.hold: str | None = None
         self.probes = 0
 
-    def nodes(self) -> list[Node]:
-        return list(self._nodes)
+    def nodes(self) -> list[Node]:  # copies: the service's ClusterState changes its own Node objects
+        return [Node(n.name, n.gpus, n.partition, n.gpu_type, switch=n.switch) for n in self._nodes]
 
     def refresh_nodes(self) -> list[Node]:
-        return [n for n in self._nodes if n.name not in self.down]
+        return [n for n in self.nodes() if n.name not in self.down]
+
+    def node_states(self) -> dict[str, str]:
+        return {name: "down" for name in self.down}
 
     def fail_node(self, name: str) -> list[int]:
         """The node dies: the runs on it end (NODE_FAIL); returns their task ids."""

@@ -39,20 +39,21 @@ def _run(argv: list[str], what: str, cwd: Path | None = None, env: dict[str, str
         raise LaunchError(f"{what} failed (exit {proc.returncode}): {tail}")
 
 
-def ensure_env(env: EnvPlan) -> None:
+def ensure_env(env: EnvPlan) -> bool:
+    """Build the environment unless it is ready; True when this call built it."""
     if env.kind == "base":
         if not Path(env.python).exists():
             raise LaunchError(f"the site's Python {env.python} does not exist")
-        return
+        return False
     path = Path(env.path)
     if (path / READY).exists():
-        return
+        return False
     path.parent.mkdir(parents=True, exist_ok=True)
     lock_path = path.parent / f".{path.name}.lock"
     with lock_path.open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (path / READY).exists():
-            return
+            return False
         # Built in place (venv scripts embed their path); only the READY marker,
         # written last, makes it usable, and a leftover partial build is wiped.
         shutil.rmtree(path, ignore_errors=True)
@@ -65,6 +66,7 @@ def ensure_env(env: EnvPlan) -> None:
             shutil.rmtree(path, ignore_errors=True)
             raise
         (path / READY).write_text(env.digest + "\n")
+        return True
 
 
 def _site_packages(prefix: Path) -> Path:
@@ -111,12 +113,13 @@ def owner_dir(root: Path, owner: str) -> Path:
     return root / "users" / safe
 
 
-def prepare_task_dir(tdir: Path, launch: Launch, user_dir: Path) -> Path:
+def prepare_task_dir(tdir: Path, launch: Launch, user_dir: Path, *, build_env: bool = True) -> Path:
     """Lay out ``tdir`` for a run: plan files, ``launch.sh``, ``work/`` (code), ``output.log``, ``checkpoint/``.
 
     Shared by the executors whose nodes see this machine's filesystem (local, Slurm). A run
     after a preemption keeps ``output.log`` (appended to) and ``checkpoint/``; everything else,
-    including an ``exitcode`` of the earlier run, is removed first.
+    including an ``exitcode`` of the earlier run, is removed first. ``build_env=False``: a venv or
+    conda env is left to the job (the Slurm executor builds it on a node, see ``prepare_env``).
     """
     plan = launch.plan
     if tdir.exists():
@@ -129,7 +132,8 @@ def prepare_task_dir(tdir: Path, launch: Launch, user_dir: Path) -> Path:
                 entry.unlink()
     tdir.mkdir(parents=True, exist_ok=True)
     (tdir / "checkpoint").mkdir(exist_ok=True)
-    ensure_env(plan.env)
+    if build_env or plan.env.kind == "base":
+        ensure_env(plan.env)
     materialize_code(plan.code, tdir / "work")
     (tdir / "work" / plan.workdir).mkdir(parents=True, exist_ok=True)
     for name, content in plan.files.items():

@@ -12,6 +12,10 @@ What the job asks for is exactly the placement our scheduler chose: ``--nodelist
 GPU indices to use on a node: our placement decides the nodes and the GPU count per node, and
 Slurm picks the device indices on each node (it sets ``CUDA_VISIBLE_DEVICES``). Node ranks
 follow Slurm's node order (``SLURM_NODEID``), and rank 0 is the first node of the allocation.
+
+A task whose env must be built first gets one more step before its own: ``prepare_env`` as one
+task on the first node (``env_step``); when it fails, its exit code is the task's and the task
+does not run.
 """
 
 from __future__ import annotations
@@ -29,21 +33,34 @@ from .base import LaunchError
 
 q = shlex.quote
 
-# The fixed part that runs on the batch host (the allocation's first node). One srun task per
+# The fixed part that runs on the batch host (the allocation's first node; a one-node job is
+# that node, and needs no hostlist expansion: one process less on every start). One srun task per
 # node runs launch.sh with that node's rank; the exit code file is written last, so that
 # "exitcode exists" means the task and its log copy are done (as with the local supervisor).
 # The job id in ``job`` says whose run the directory holds (see the Slurm executor's docstring).
 _BODY = """\
-TACC_MASTER_NODE=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+if [ "$SLURM_NNODES" = 1 ]; then
+  TACC_NODELIST="$SLURMD_NODENAME"
+else
+  TACC_NODELIST=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)
+fi
+export TACC_NODELIST
+TACC_MASTER_NODE="${TACC_NODELIST%%,*}"
 TACC_MASTER_ADDR=$(scontrol -o show node "$TACC_MASTER_NODE" | sed -n 's/.* NodeAddr=\\([^ ]*\\).*/\\1/p')
 export TACC_MASTER_ADDR="${TACC_MASTER_ADDR:-$TACC_MASTER_NODE}"
 export TACC_NNODES="$SLURM_NNODES"
-TACC_NODELIST=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | paste -sd, -)
-export TACC_NODELIST
 cd -- "$TACC_TASKDIR" || exit 111
 printf '%s\\n' "$SLURM_JOB_ID" > job
 rm -f -- exitcode exitcode.tmp
 """
+
+# Writes "$rc" to ``exitcode``, only while the task dir is still this job's: a job whose node
+# failed may end after the task's next run has started (its processes outlive their slurmd); it
+# must not end that run.
+_WRITE_EXITCODE = (
+    '[ "$(cat job 2>/dev/null)" = "$SLURM_JOB_ID" ] && printf \'%s\\n\' "$rc" > exitcode.tmp \\',
+    '  && [ "$(cat job 2>/dev/null)" = "$SLURM_JOB_ID" ] && mv -f exitcode.tmp exitcode',
+)
 
 _SRUN_CMD = "bash -c 'export TACC_NODE_RANK=\"$SLURM_NODEID\"; exec bash ./launch.sh'"
 
@@ -67,6 +84,11 @@ def gpus_per_node(placement: Placement) -> int:
     return counts.pop()
 
 
+def prepare_env_argv(python: str, pythonpath: str, plan_file: Path) -> list[str]:
+    """The command of the job step that builds (or finds ready) the task's env (see ``prepare_env``)."""
+    return ["env", f"PYTHONPATH={pythonpath}", python, "-m", "tacc_hub.executors.prepare_env", str(plan_file)]
+
+
 def render_batch(
     *,
     task_id: int,
@@ -75,8 +97,13 @@ def render_batch(
     task_dir: Path,
     env: dict[str, str],
     partition: str | None = None,
+    env_step: list[str] | None = None,
 ) -> BatchJob:
-    """The batch job of one run of a task. ``env``: the launch variables (and site extras) to export."""
+    """The batch job of one run of a task. ``env``: the launch variables (and site extras) to export.
+
+    ``env_step``: a command (argv) run first, as a one-task step on the first node, to build the
+    task's environment (``prepare_env_argv``); when it fails the task ends with its exit code.
+    """
     if not placement.nodes:
         raise LaunchError("empty placement")
     gpus = gpus_per_node(placement)
@@ -117,6 +144,17 @@ def render_batch(
             raise LaunchError(f"invalid environment variable name {key[:80]!r}")
         lines.append(f"export {key}={q(env[key])}")
     lines.append(_BODY.rstrip("\n"))
+    if env_step:
+        step = " ".join(q(a) for a in env_step)
+        lines += [
+            f"srun --nodes=1 --ntasks=1 --cpus-per-task={cpus} --kill-on-bad-exit=1 --export=ALL {step}",
+            "rc=$?",
+            'if [ "$rc" -ne 0 ]; then',
+            "  echo \"tacc: the environment could not be prepared (exit $rc); the task did not run\" >&2",
+            *("  " + line for line in _WRITE_EXITCODE),
+            '  exit "$rc"',
+            "fi",
+        ]
     srun = ['srun --nodes="$SLURM_NNODES" --ntasks-per-node=1', f"--cpus-per-task={cpus}",
             "--kill-on-bad-exit=1 --export=ALL"]
     if gpus:
@@ -127,10 +165,7 @@ def render_batch(
         dest = '"$TACC_WORKDIR"/' + q(plan.log_file)
         lines.append(f'mkdir -p -- "$(dirname -- {dest})" && cp -- output.log {dest}')
     lines += [
-        # Only while the task dir is still this job's: a job whose node failed may end after the
-        # task's next run has started (its processes outlive their slurmd); it must not end that run.
-        '[ "$(cat job 2>/dev/null)" = "$SLURM_JOB_ID" ] && printf \'%s\\n\' "$rc" > exitcode.tmp \\',
-        '  && [ "$(cat job 2>/dev/null)" = "$SLURM_JOB_ID" ] && mv -f exitcode.tmp exitcode',
+        *_WRITE_EXITCODE,
         'exit "$rc"',
     ]
     return BatchJob(options=options, script="\n".join(lines) + "\n")

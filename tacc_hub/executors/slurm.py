@@ -5,12 +5,19 @@ Task directories are laid out as by the local executor (``<state_dir>/tasks/<id>
 machine's filesystem at the same paths (a shared file system; on the dev cluster they are this
 machine). The batch job (``sbatch.py``) writes its job id to ``job``, runs ``launch.sh`` on every
 node with ``srun`` and writes ``exitcode`` last (only while ``job`` still names it); its output is
-appended to ``output.log``, which the log endpoints read.
+appended to ``output.log``, which the log endpoints read. A task with a venv or conda env gets it
+from the job's first step, on the allocation's first node (``prepare_env``: built once per
+dependency digest in the site's shared env root, under a lock, READY marker last); the hub builds
+no env for Slurm tasks.
 
-Observing: one ``squeue --json`` per poll for all tasks, plus one ``sacct --json -j a,b,...``
-for the jobs squeue no longer lists. When a command fails or times out, the tasks are
-``unknown`` (never ``gone``) and the next tries back off exponentially. A job that neither
-command knows is ``unknown`` for ``missing_grace`` seconds (accounting may lag) before ``gone``.
+Nodes (``slurm_nodes``): ``sinfo --json`` and ``scontrol show topology``; drained, down or not
+responding nodes are left out of ``refresh_nodes`` and reported by ``node_states``.
+
+Observing: one ``squeue`` per poll for all tasks (ids and states as text, not ``--json``), plus
+one ``sacct --json -j a,b,...`` for the jobs squeue no longer lists. When a command fails or
+times out, the tasks are ``unknown`` (never ``gone``) and the next tries back off exponentially.
+A job that neither command knows is ``unknown`` for ``missing_grace`` seconds (accounting may
+lag) before ``gone``.
 
 A job PENDING in Slurm after our scheduler placed it (nodes still held by a job that is ending,
 or by jobs of non-tacc users) is "running" from the service's view: the scheduler has given it
@@ -46,8 +53,8 @@ import json
 import logging
 import os
 import pwd
-import re
 import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -56,8 +63,9 @@ from ..scheduler.cluster import Node
 from .base import REQUEUE_MARK, Executor, Launch, LaunchError, LaunchUnavailable, Observation
 from .local import DEFAULT_ENV_KEEP, free_port
 from .prepare import owner_dir, prepare_task_dir, task_env
-from .sbatch import render_batch
-from .slurm_health import Health, is_unreachable, may_have_gone_through
+from .sbatch import prepare_env_argv, render_batch
+from .slurm_health import Health, SlurmError, cancel_strays, is_unreachable, may_have_gone_through, ping
+from .slurm_nodes import parse_nodes, parse_switches
 
 log = logging.getLogger(__name__)
 
@@ -86,32 +94,10 @@ STATES: dict[str, tuple[str, str | None]] = {
     "REVOKED": ("exited", "revoked by a federated cluster"),  # ran elsewhere (federation)
     "SPECIAL_EXIT": ("exited", "special exit"),  # requeue-on-exit code; held by Slurm
 }
-# Nodes that cannot take work now (sinfo --json "state" and "state_flags").
-UNUSABLE_STATES = {"down", "fail", "future", "unknown"}
-UNUSABLE_FLAGS = {"DRAIN", "DRAINED", "DRAINING", "FAIL", "NOT_RESPONDING"}
 ACTIVE = {state for state, (status, _) in STATES.items() if status == "running"}
+ENV_PLAN_FILE = "env-plan.json"  # in the task dir: the EnvPlan the job's first step builds
+PKG_ROOT = str(Path(__file__).resolve().parents[2])  # PYTHONPATH of that step: this very tacc_hub
 SACCT_NOTHING_FOUND = frozenset({9003})  # sacct --json's "Nothing found with query": an answer, not a failure
-
-
-class SlurmError(RuntimeError):
-    """A Slurm command failed, timed out, or answered something we cannot read."""
-
-
-def expand_hostlist(expr: str) -> list[str]:
-    """``n[1-3,7],gpu01`` -> ``[n1, n2, n3, n7, gpu01]`` (Slurm's hostlist syntax, one bracket level)."""
-    names: list[str] = []
-    for prefix, inner, plain in re.findall(r"([^,\[]*)\[([^\]]*)\]|([^,\[\]]+)", expr):
-        if plain:
-            names.append(plain)
-            continue
-        for part in inner.split(","):
-            lo, _, hi = part.partition("-")
-            if not hi:
-                names.append(prefix + lo)
-                continue
-            width = len(lo)
-            names += [f"{prefix}{i:0{width}d}" for i in range(int(lo), int(hi) + 1)]
-    return names
 
 
 def _state_name(raw: Any) -> str:
@@ -152,6 +138,7 @@ class SlurmExecutor(Executor):
         missing_grace: float = 60.0,
         max_backoff: float = 60.0,
         unreachable_after: float = 60.0,
+        node_python: str | None = None,
     ) -> None:
         self.root = Path(state_dir)
         (self.root / "tasks").mkdir(parents=True, exist_ok=True)
@@ -166,7 +153,9 @@ class SlurmExecutor(Executor):
         self.command_timeout = command_timeout
         self.missing_grace = missing_grace
         self.max_backoff = max_backoff
+        self.node_python = node_python or sys.executable  # runs prepare_env on the nodes (shared filesystem)
         self._nodes: list[Node] | None = None
+        self.unusable: dict[str, str] = {}
         self._failures: dict[str, int] = {}  # per command (squeue, sacct): consecutive failures
         self._retry_at: dict[str, float] = {}  # per command: no new try before this (monotonic)
         self._missing_since: dict[str, float] = {}
@@ -244,32 +233,13 @@ class SlurmExecutor(Executor):
             data = json.loads(run("sinfo", "--json"))
         except ValueError as exc:
             raise SlurmError("sinfo --json printed no JSON") from exc
-        switches: dict[str, str] = {}
-        for line in run("scontrol", "show", "topology").splitlines():
-            fields = dict(re.findall(r"(\w+)=(\S+)", line))
-            if fields.get("Level") == "0" and "SwitchName" in fields:
-                for host in expand_hostlist(fields.get("Nodes", "")):
-                    switches[host] = fields["SwitchName"]
-        found: dict[str, Node] = {}
-        for raw in data.get("nodes", []):
-            name = str(raw.get("name", ""))
-            state = str(raw.get("state", "")).lower()
-            flags = {str(f).upper() for f in raw.get("state_flags") or []}
-            if not name or state in UNUSABLE_STATES or flags & UNUSABLE_FLAGS:
-                continue  # cannot take work now
-            partitions = [str(p) for p in raw.get("partitions") or []]
-            if self.partition and self.partition not in partitions:
-                continue
-            gpus, gpu_type = 0, None
-            for gres in str(raw.get("gres") or "").split(","):
-                parts = gres.split("(")[0].split(":")
-                if parts[0] == "gpu" and parts[-1].isdigit():
-                    gpus += int(parts[-1])
-                    gpu_type = parts[1] if len(parts) == 3 else gpu_type
-            found[name] = Node(name=name, gpus=gpus, gpu_type=gpu_type, switch=switches.get(name, "0"),
-                               partition=self.partition or (partitions[0] if partitions else None))
-        self._nodes = [found[n] for n in sorted(found)]
+        found, unusable = parse_nodes(data, parse_switches(run("scontrol", "show", "topology")), self.partition)
+        self._nodes = found
+        self.unusable = unusable  # left out: node -> Slurm state (e.g. "idle+DRAIN")
         return self.nodes()
+
+    def node_states(self) -> dict[str, str]:
+        return dict(self.unusable)
 
     # --- launch -------------------------------------------------------------------------
 
@@ -280,9 +250,15 @@ class SlurmExecutor(Executor):
         return owner_dir(self.root, owner)
 
     def _prepare(self, launch: Launch) -> Path:
-        tdir = prepare_task_dir(self.task_dir(launch.task_id), launch, self.user_dir(launch.owner))
+        # A venv/conda env is built by the job on its first node (see prepare_env), not here.
+        tdir = prepare_task_dir(self.task_dir(launch.task_id), launch, self.user_dir(launch.owner), build_env=False)
+        if launch.plan.env.kind != "base":
+            (tdir / ENV_PLAN_FILE).write_text(launch.plan.env.model_dump_json())
+            Path(launch.plan.env.path).parent.mkdir(parents=True, exist_ok=True)
         if self.submit_as:  # the job runs as that user: it writes its log, exit code and checkpoints
             user = pwd.getpwnam(self.submit_as)
+            if launch.plan.env.kind != "base":  # and builds the envs (their locks live in the env root)
+                os.lchown(Path(launch.plan.env.path).parent, user.pw_uid, user.pw_gid)
             for top in (tdir, self.user_dir(launch.owner)):
                 os.lchown(top, user.pw_uid, user.pw_gid)
                 for dirpath, dirs, files in os.walk(top):  # lchown: never through a symlink of the user's code
@@ -292,7 +268,7 @@ class SlurmExecutor(Executor):
 
     async def launch(self, launch: Launch) -> dict[str, Any]:
         if launch.task_id in self._unsure:
-            await self._cancel_strays(launch.task_id)
+            await cancel_strays(self, launch.task_id)
         try:
             tdir = await asyncio.to_thread(self._prepare, launch)
         except LaunchError:
@@ -304,8 +280,10 @@ class SlurmExecutor(Executor):
         switch = {n.name: n.switch for n in self.nodes()}
         if len({switch.get(s.node, "0") for s in launch.placement.nodes}) > 1:
             env["TACC_CROSS_SWITCH"] = "1"  # the runtimes fall back to TCP (see compiler/network.py)
+        step = None if launch.plan.env.kind == "base" else prepare_env_argv(self.node_python, PKG_ROOT,
+                                                                             tdir / ENV_PLAN_FILE)
         job = render_batch(task_id=launch.task_id, plan=launch.plan, placement=launch.placement, task_dir=tdir,
-                           env=env, partition=self.partition)
+                           env=env, partition=self.partition, env_step=step)
         script = tdir / "job.sbatch"
         script.write_text(job.script)
         try:
@@ -323,21 +301,6 @@ class SlurmExecutor(Executor):
             raise LaunchError(f"sbatch printed no job id: {out[:200]!r}")
         return {"job_id": job_id, "dir": str(tdir)}
 
-    async def _cancel_strays(self, task_id: int) -> None:
-        """Cancel the jobs an earlier, timed-out sbatch of this task may have submitted after all."""
-        try:
-            text = await self._run(self._argv("squeue", "-h", "-n", f"tacc-{int(task_id)}", "-o", "%i %Z"))
-        except SlurmError as exc:
-            self.health.failed(str(exc))
-            raise LaunchUnavailable(f"could not check Slurm for an earlier submission of the task: {exc}") from exc
-        for line in text.splitlines():
-            job_id, _, workdir = line.strip().partition(" ")
-            if job_id.isdigit() and workdir == str(self.task_dir(task_id)):
-                log.warning("slurm: cancelling job %s, submitted for task %s by an sbatch that timed out", job_id,
-                            task_id)
-                await self.cancel(task_id, {"job_id": job_id})
-        self._unsure.discard(task_id)
-
     # --- poll ---------------------------------------------------------------------------
 
     def _backed_off(self, cmd: str) -> str | None:
@@ -348,17 +311,7 @@ class SlurmExecutor(Executor):
         return self.health.unavailable()
 
     async def probe(self) -> None:
-        if not self.health.probe_due():
-            return
-        try:
-            await self._run(self._argv("scontrol", "ping"))  # exits 1 when slurmctld is down
-        except SlurmError as exc:
-            self.health.failed(str(exc))
-            log.info("slurm: still unreachable: %s", exc)
-        else:
-            log.info("slurm: reachable again after %d failed tries", self.health.failures)
-            self.health.ok()
-            self._succeeded("squeue")
+        await ping(self)
 
     def _failed(self, cmd: str, exc: Exception) -> str:
         if cmd == "squeue":  # slurmctld; sacct failing means slurmdbd, which launches do not need
@@ -386,13 +339,15 @@ class SlurmExecutor(Executor):
         if why:
             return {**out, **{tid: Observation("unknown", reason=why) for tid in wanted}}
         try:
-            listed = {str(j.get("job_id")): j for j in (await self._json("squeue")).get("jobs", [])}
+            listed = await self._squeue()
         except SlurmError as exc:
             reason = self._failed("squeue", exc)
             return {**out, **{tid: Observation("unknown", reason=reason) for tid in wanted}}
         self._succeeded("squeue")
         # Accounting (slurmdbd) may be down while slurmctld answers: only the jobs squeue no
         # longer lists are then unknown (unless their exitcode file tells).
+        await self._exit_codes(listed, [jid for tid, jid in wanted.items() if jid in listed and STATES.get(
+            listed[jid]["job_state"], ("",))[0] == "exited" and self._exitcode_file(tid, jid) is None])
         missing = sorted({jid for jid in wanted.values() if jid not in listed}, key=int)
         acct_down = self._backed_off("sacct") if missing else None
         if missing and acct_down is None:
@@ -412,24 +367,59 @@ class SlurmExecutor(Executor):
                 out[tid] = Observation("unknown", reason=str(exc))
         return out
 
+    async def _squeue(self) -> dict[str, dict[str, Any]]:
+        """Job id -> {job_id, job_state} of every job slurmctld knows. Text: ``--json`` is 4 MB a poll with
+        1,000 jobs and costs more CPU than all else the service does (benchmarks/bench_slurm_tracking.py)."""
+        out = await self._run(self._argv("squeue", "--noheader", "--states=all", "--format=%i|%T"))
+        jobs: dict[str, dict[str, Any]] = {}
+        for line in out.splitlines():
+            job_id, sep, state = line.strip().partition("|")
+            if not sep or not job_id.isdigit():
+                if line.strip():
+                    raise SlurmError(f"squeue printed an unexpected line: {line[:200]!r}")
+                continue
+            jobs[job_id] = {"job_id": job_id, "job_state": state.strip().upper()}
+        return jobs
+
+    async def _exit_codes(self, listed: dict[str, dict[str, Any]], ended: list[str]) -> None:
+        """Jobs squeue lists as ended whose task wrote no exit code (killed, node failure): ``squeue --json``
+        has the code (sacct --json 22.05 reports 0 for them); rare, so the big listing is taken only then."""
+        if not ended:
+            return
+        try:
+            full = {str(j.get("job_id")): j for j in (await self._json("squeue")).get("jobs", [])}
+        except SlurmError as exc:
+            log.info("slurm: squeue --json for the exit codes of jobs %s: %s", ",".join(ended), exc)
+            return
+        listed.update({jid: full[jid] for jid in ended if jid in full})
+
     def _exitcode_file(self, task_id: int, job_id: str) -> int | None:
-        path = self.task_dir(task_id) / "exitcode"
-        if not path.exists():
+        """The exit code the task's run wrote, only when it is job ``job_id``'s (its ``job`` file names it:
+        see "Node failure" above; otherwise Slurm's word decides). Plain strings, no exception when
+        absent: called for every tracked task on every poll."""
+        tdir = f"{self.root}/tasks/{int(task_id)}"
+        if not os.access(f"{tdir}/exitcode", os.F_OK):
             return None
-        owner = self.task_dir(task_id) / "job"
-        if not owner.exists() or owner.read_text().strip() != job_id:
-            return None  # not this job's (see "Node failure" above): Slurm's word decides
-        text = path.read_text().strip()
+        try:
+            with open(f"{tdir}/job") as fh:
+                if fh.read().strip() != job_id:
+                    return None
+            with open(f"{tdir}/exitcode") as fh:
+                text = fh.read().strip()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
         return int(text) if text.lstrip("-").isdigit() else 255
+
+    def _cancelled(self, task_id: int) -> bool:
+        return os.access(f"{self.root}/tasks/{int(task_id)}/cancelled", os.F_OK)
 
     def _observe(self, task_id: int, job_id: str, job: dict[str, Any] | None, now: float,
                  acct_down: str | None = None) -> Observation:
         code = self._exitcode_file(task_id, job_id)
-        cancelled = (self.task_dir(task_id) / "cancelled").exists()
         if job is None:
             if code is not None:
                 self._missing_since.pop(job_id, None)
-                return Observation("exited", exit_code=code, reason="cancelled" if cancelled else None)
+                return Observation("exited", exit_code=code, reason="cancelled" if self._cancelled(task_id) else None)
             if acct_down is not None:
                 return Observation("unknown", reason=acct_down)
             since = self._missing_since.setdefault(job_id, now)
@@ -443,13 +433,13 @@ class SlurmExecutor(Executor):
         if code is not None and state not in ("PENDING", "CONFIGURING") and REQUEUE_MARK not in (reason or ""):
             # The batch script wrote it last: the task has ended (Slurm may still be COMPLETING).
             # Not after a node failure: srun then ends (even with 0) while the task's processes did not.
-            return Observation("exited", exit_code=code, reason="cancelled" if cancelled else None)
+            return Observation("exited", exit_code=code, reason="cancelled" if self._cancelled(task_id) else None)
         if status != "exited":
             return Observation(status, reason=reason)  # type: ignore[arg-type]
         slurm_code = _slurm_exit(job.get("exit_code"))
         if state != "COMPLETED" and not slurm_code:
             slurm_code = 1  # ended without completing: never a success
-        if cancelled:
+        if self._cancelled(task_id):
             reason = "cancelled"
         return Observation("exited", exit_code=slurm_code if slurm_code is not None else 0, reason=reason)
 

@@ -7,12 +7,24 @@ Invariants: one success forgets every failure; the first failure of a streak is 
 so the reason shown to people says how long Slurm has not answered. ``unavailable`` gives a reason
 while the next try is not due (it backs off exponentially, up to ``max_backoff``), and always once
 the streak is older than ``threshold`` seconds: then only probes reach for Slurm, no launches.
+
+Also here, the executor's two ways back from an outage: ``ping`` (its ``probe``) and
+``cancel_strays`` (before the next launch of a task whose sbatch timed out).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import time
+from typing import TYPE_CHECKING
+
+from .base import LaunchUnavailable
+
+if TYPE_CHECKING:
+    from .slurm import SlurmExecutor
+
+log = logging.getLogger("tacc_hub.executors.slurm")
 
 # What sbatch/squeue/scontrol print when slurmctld cannot be reached (as opposed to a refusal).
 _UNREACHABLE = re.compile(
@@ -71,3 +83,38 @@ class Health:
         tries = f"{self.failures} failed {'try' if self.failures == 1 else 'tries'}"
         nxt = f"; next try in {wait:.0f} s" if wait > 0 else ""
         return f"Slurm unreachable since {stamp} UTC ({tries}{nxt}): {self.last_error}"
+
+
+class SlurmError(RuntimeError):
+    """A Slurm command failed, timed out, or answered something we cannot read."""
+
+
+async def ping(ex: SlurmExecutor) -> None:
+    """``SlurmExecutor.probe``: ``scontrol ping`` (exits 1 when slurmctld is down), when the next try is due."""
+    if not ex.health.probe_due():
+        return
+    try:
+        await ex._run(ex._argv("scontrol", "ping"))
+    except SlurmError as exc:
+        ex.health.failed(str(exc))
+        log.info("slurm: still unreachable: %s", exc)
+    else:
+        log.info("slurm: reachable again after %d failed tries", ex.health.failures)
+        ex.health.ok()
+        ex._succeeded("squeue")
+
+
+async def cancel_strays(ex: SlurmExecutor, task_id: int) -> None:
+    """Cancel the jobs an earlier, timed-out sbatch of this task may have submitted after all: those named
+    ``tacc-<id>`` whose working directory is the task's. Slurm not answering: ``LaunchUnavailable``."""
+    try:
+        text = await ex._run(ex._argv("squeue", "-h", "-n", f"tacc-{int(task_id)}", "-o", "%i %Z"))
+    except SlurmError as exc:
+        ex.health.failed(str(exc))
+        raise LaunchUnavailable(f"could not check Slurm for an earlier submission of the task: {exc}") from exc
+    for line in text.splitlines():
+        job_id, _, workdir = line.strip().partition(" ")
+        if job_id.isdigit() and workdir == str(ex.task_dir(task_id)):
+            log.warning("slurm: cancelling job %s, submitted for task %s by an sbatch that timed out", job_id, task_id)
+            await ex.cancel(task_id, {"job_id": job_id})
+    ex._unsure.discard(task_id)

@@ -5,9 +5,10 @@ GPU or one node twice is refused); ``allocate`` is all-or-nothing (either
 every node of a placement gets its slots or nothing changes); ``release`` of
 an unknown task is a no-op. Every node sits under one network switch
 (``Node.switch``; one switch, ``"0"``, unless configured); the
-topology-aware placement helper is ``ClusterState.place`` (see ``topology``). A node in
-``down`` (it failed; the executor cannot use it now) keeps its slots and holders but is left out of
-``view``, so no policy places a task on it; it still counts for what could ever fit (``fits``).
+topology-aware placement helper is ``ClusterState.place`` (see ``topology``). A node that is
+not ``schedulable`` (drained, down or gone, as the executor last reported: ``update_nodes``) keeps
+its slots and holders but is left out of ``view``, so no policy places a task on it; it still
+counts for what could ever fit (``fits``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ class Node:
     gpu_type: str | None = None
     holders: dict[int, int] = field(default_factory=dict)  # gpu index -> task id
     switch: str = "0"  # the leaf switch the node hangs off; nodes under one switch talk fastest
+    schedulable: bool = True  # False: drained, down or gone; tasks on it keep their slots, no new ones go there
+    state: str | None = None  # as the executor reports it (e.g. Slurm's "idle", "mixed", "drain")
 
     @property
     def free(self) -> list[int]:
@@ -58,7 +61,6 @@ class ClusterState:
     def __init__(self, nodes: list[Node]) -> None:
         self.nodes: dict[str, Node] = {n.name: n for n in nodes}
         self.held: dict[int, Placement] = {}
-        self.down: set[str] = set()  # names of nodes that cannot take work now
 
     def allocate(self, task_id: int, placement: Placement) -> None:
         if task_id in self.held:
@@ -101,12 +103,46 @@ class ClusterState:
                 if node.holders.get(g) == task_id:
                     del node.holders[g]
 
+    def update_nodes(self, nodes: list[Node], missing_state: dict[str, str] | None = None) -> list[str]:
+        """Take a fresh node list from the executor; return the names whose scheduling-relevant data changed.
+
+        A known node missing from ``nodes`` becomes unschedulable (it may come back), its state
+        taken from ``missing_state`` (else "gone"); holders are kept everywhere, so tasks running
+        on a drained or vanished node keep their record.
+        """
+        changed: list[str] = []
+        seen = set()
+        for new in nodes:
+            seen.add(new.name)
+            old = self.nodes.get(new.name)
+            if old is None:
+                self.nodes[new.name] = Node(new.name, new.gpus, new.partition, new.gpu_type, switch=new.switch,
+                                            schedulable=new.schedulable, state=new.state)
+                changed.append(new.name)
+                continue
+            before = (old.gpus, old.partition, old.gpu_type, old.switch, old.schedulable)
+            old.gpus, old.partition, old.gpu_type, old.switch = new.gpus, new.partition, new.gpu_type, new.switch
+            old.schedulable, old.state = new.schedulable, new.state
+            if before != (old.gpus, old.partition, old.gpu_type, old.switch, old.schedulable):
+                changed.append(new.name)
+        for name, old in self.nodes.items():
+            if name not in seen:
+                if old.schedulable:
+                    changed.append(name)
+                old.schedulable, old.state = False, (missing_state or {}).get(name, "gone")
+        return changed
+
+    def schedulable(self) -> set[str] | None:
+        """Names of the nodes new work may go to, or None when that is every node."""
+        if all(n.schedulable for n in self.nodes.values()):
+            return None
+        return {n.name for n in self.nodes.values() if n.schedulable}
+
     def view(self) -> tuple[NodeView, ...]:
-        """The nodes as plain data for a ``Policy`` (see ``policy.View``)."""
+        """The schedulable nodes as plain data for a ``Policy`` (see ``policy.View``)."""
         from .topology import NodeView
 
-        return tuple(NodeView(n.name, n.gpus, n.switch, tuple(n.free)) for n in self.nodes.values()
-                     if n.name not in self.down)
+        return tuple(NodeView(n.name, n.gpus, n.switch, tuple(n.free)) for n in self.nodes.values() if n.schedulable)
 
     def place(self, nodes: int, gpus_per_node: int, flexible: bool = False) -> Fit | None:
         """Where a task of this shape would go now (packed, then one switch, then spread), or None."""
@@ -121,6 +157,7 @@ class ClusterState:
             out.append({
                 "name": node.name, "gpus": node.gpus, "gpus_used": len(node.holders),
                 "gpus_free": node.gpus - len(node.holders), "partition": node.partition,
-                "gpu_type": node.gpu_type, "tasks": tasks, "down": node.name in self.down,
+                "gpu_type": node.gpu_type, "tasks": tasks, "switch": node.switch,
+                "schedulable": node.schedulable, "state": node.state,
             })
         return out

@@ -141,6 +141,9 @@ class LiveQueue:
             waiting = self._unblocked(waiting, quotas)
             quotas = None
         nodes = self.cluster.view()
+        usable = self.cluster.schedulable()  # drained/down nodes: not in the view, nor the tasks running there
+        if usable is not None:
+            names = usable if names is None else names & usable
         if names is not None:
             nodes = tuple(n for n in nodes if n.name in names)
             running = {k: t for k, t in running.items()

@@ -120,6 +120,9 @@ class TaccHub(Application):
                   help="Scheduling policy (the same code the simulator replays; see `tacc-hub simulate`).")
     poll_interval = Float(1.0, config=True, help="Seconds between executor polls when nothing wakes the loop "
                           "(task exits and submissions wake it at once).")
+    node_refresh_interval = Float(30.0, config=True, help="Seconds between reads of the executor's nodes (Slurm: "
+                                  "sinfo and the topology), so that drained or down nodes get no new tasks and "
+                                  "nodes that come back get them again; 0 reads them only at start.")
     grace_period = Float(10.0, config=True, help="Seconds between SIGTERM and SIGKILL when a task is cancelled.")
     log_poll_interval = Float(0.05, config=True, help="Seconds between checks of a log file for new output while "
                               "streaming it (sets the log latency floor).")
@@ -162,6 +165,10 @@ class TaccHub(Application):
                                     "unknown, never lost), new tasks wait with the reason 'Slurm unreachable since "
                                     "HH:MM:SS UTC (N failed tries)', and they launch once Slurm answers again. A "
                                     "launch that cannot reach Slurm, sooner, also makes its task wait again.")
+    slurm_node_python = Unicode("", config=True, help="Interpreter that runs tacc_hub's environment step on the "
+                                "Slurm nodes (python -m tacc_hub.executors.prepare_env builds a task's venv/conda env "
+                                "as the job's first step); it must see this tacc_hub at the same path. Default: the "
+                                "service's own interpreter (a shared file system).")
     conda_command = Unicode("", config=True, help="conda or micromamba executable for conda specs; default: found "
                             "on PATH, else conda specs are refused with a clear error.")
 
@@ -200,7 +207,8 @@ class TaccHub(Application):
         if self.executor == "slurm":
             return SlurmExecutor(root, partition=self.slurm_partition or None, slurm_conf=self.slurm_conf or None,
                                  submit_as=self.slurm_submit_as or None, grace_period=self.grace_period,
-                                 unreachable_after=self.slurm_unreachable_after)
+                                 unreachable_after=self.slurm_unreachable_after,
+                                 node_python=self.slurm_node_python or None)
         return LocalExecutor(root, gpus=self.local_gpus, node_name=self.node_name, grace_period=self.grace_period)
 
     def site_profile(self, executor: Executor | None = None) -> SiteProfile:
@@ -243,7 +251,8 @@ class TaccHub(Application):
         code_store = CodeStore(root / "code")
         controller = Controller(store, executor, self.site_profile(executor), make(self.policy), code_store,
                                 poll_interval=self.poll_interval, max_running_per_user=self.max_running_per_user,
-                                quota_period=self.quota_period, max_requeues=self.max_requeues)
+                                quota_period=self.quota_period, max_requeues=self.max_requeues,
+                                node_refresh_interval=self.node_refresh_interval)
 
         def changed() -> None:
             self.quotas_changed()

@@ -7,7 +7,9 @@ from .models import ClusterOut, NodeOut
 
 
 class ClusterHandler(ApiHandler):
-    openapi = {"get": {"summary": "Nodes with their GPUs used/free, and how many tasks wait and run.",
+    openapi = {"get": {"summary": "Nodes (partition, switch, whether new tasks may go there) with their GPUs "
+                       "used/free, the partitions and switches, and how many tasks wait and run. `gpus`, "
+                       "`gpus_used` and `gpus_free` count schedulable nodes only.",
                        "response": ClusterOut}}
 
     def get(self) -> None:
@@ -16,7 +18,13 @@ class ClusterHandler(ApiHandler):
         if not self.admin:  # task ids on a node are other users' business
             nodes = [n.model_copy(update={"tasks": [t for t in n.tasks if ctl.live.get(t) and
                                                     ctl.live[t].owner == self.user]}) for n in nodes]
-        total = sum(n.gpus for n in nodes)
-        used = sum(n.gpus_used for n in nodes)
+        usable = [n for n in nodes if n.schedulable]
+        total = sum(n.gpus for n in usable)
+        used = sum(n.gpus_used for n in usable)
+        switches: dict[str, list[str]] = {}
+        for n in nodes:
+            switches.setdefault(n.switch, []).append(n.name)
         self.write_json(ClusterOut(executor=ctl.executor.name, nodes=nodes, gpus=total, gpus_used=used,
-                                   gpus_free=total - used, pending=len(ctl.queue.waiting), running=len(ctl.live)))
+                                   gpus_free=total - used, pending=len(ctl.queue.waiting), running=len(ctl.live),
+                                   partitions=sorted({n.partition for n in nodes if n.partition}),
+                                   switches=switches))

@@ -45,6 +45,7 @@ from tacc_hub.schema import SnapshotCode, SpecError, TaskSpec
 from tacc_hub.snapshot import CodeStore
 from tacc_hub.store import InsertBatcher, NewTask, Store, TaskRecord, TaskStatus
 
+from . import nodes
 from .gcpause import GcPacer
 from .recovery import RecoveryMixin, launched
 
@@ -108,6 +109,7 @@ class Controller(RecoveryMixin):
         quota_refresh: float = 30.0,
         max_requeues: int = 3,
         down_recheck: float = 10.0,
+        node_refresh_interval: float = 30.0,
     ) -> None:
         self.store = store
         self.executor = executor
@@ -117,6 +119,9 @@ class Controller(RecoveryMixin):
         self.poll_interval = poll_interval
         self.min_tick_interval = min_tick_interval
         self.cluster = ClusterState(executor.nodes())
+        # Seconds between reads of the nodes (service.nodes); 0: only at start and after a node failure
+        # (then every down_recheck seconds while some are not schedulable, see recovery).
+        self.node_refresh_interval = node_refresh_interval
         self.queue = LiveQueue(self.cluster, policy, max_running_per_user)
         self.history = RunTimePredictor()
         self.groups: dict[str, str] = {}  # user -> group; not listed: "default"
@@ -150,6 +155,8 @@ class Controller(RecoveryMixin):
         await self.recover()
         self.gc.maybe()  # the recovered queue and rows leave the collector's generations
         self._loop_task = asyncio.get_running_loop().create_task(self._loop())
+        if self.node_refresh_interval > 0 and nodes.refreshes(self.executor):
+            self._spawn(nodes.refresh_loop(self, self.node_refresh_interval))
 
     async def stop(self) -> None:
         self._stopping = True
@@ -169,6 +176,11 @@ class Controller(RecoveryMixin):
 
     def wake(self) -> None:
         self._wake.set()
+
+    def nodes_changed(self) -> None:
+        """The node list changed (see ``service.nodes``): explain and schedule again."""
+        self._changed = True
+        self.wake()
 
     def group_of(self, user: str) -> str:
         return self.groups.get(user, "default")

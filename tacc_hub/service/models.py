@@ -75,13 +75,18 @@ class NodeOut(BaseModel):
     partition: str | None = None
     gpu_type: str | None = None
     tasks: list[int]
-    down: bool = Field(False, description="The node failed (e.g. Slurm marked it down): nothing is placed on it "
-                       "until the executor reports it up again.")
+    switch: str = Field("0", description="The leaf network switch the node hangs off.")
+    schedulable: bool = Field(True, description="False: new tasks are not placed on the node (drained, down, "
+                              "failed or gone, as the executor last reported); tasks running there keep it.")
+    state: str | None = Field(None, description="The node's state as the executor reports it (Slurm: e.g. "
+                              "\"idle+DRAIN\", \"down+NOT_RESPONDING\"); null: up.")
 
 
 class ClusterOut(BaseModel):
     executor: str
     nodes: list[NodeOut]
+    partitions: list[str] = []
+    switches: dict[str, list[str]] = {}
     gpus: int
     gpus_used: int
     gpus_free: int

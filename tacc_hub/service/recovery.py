@@ -4,9 +4,12 @@ A mixin of ``Controller`` (kept apart so that the controller's main path stays s
 the controller's store, live view, queue and helpers.
 
 Node failure: the executor reports a run as ended with a reason carrying ``REQUEUE_MARK`` (Slurm:
-NODE_FAIL, BOOT_FAIL, its own preemption). The controller re-reads the nodes (``refresh_nodes``,
-in a worker thread) and takes the failed ones out of scheduling (``ClusterState.down``; checked
-again every ``down_recheck`` seconds until they are back). A task whose spec asks for it
+NODE_FAIL, BOOT_FAIL, its own preemption). The controller re-reads the nodes at once
+(``nodes.refresh_once``, the same read as the periodic node refresh, shared with one in flight),
+which makes the failed ones unschedulable (``Node.schedulable``) until the executor reports them
+back: the periodic refresh (``node_refresh_interval``) sees them return; with that refresh off,
+the nodes are re-read every ``down_recheck`` seconds while some are not schedulable. The failed
+nodes of a run are those of its placement that are not schedulable. A task whose spec asks for it
 (``qos.requeue``) goes back to PENDING (RUNNING -> PENDING, as after a preemption: its run is
 charged, its ``checkpoint/`` and log kept, its place by submission time) at most
 ``max_requeues`` times; otherwise, or after that, it FAILS with the node named in its reason.
@@ -25,17 +28,18 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from tacc_hub.executors import REQUEUE_MARK, Executor, LaunchUnavailable, Observation
 from tacc_hub.scheduler import ClusterState
-from tacc_hub.scheduler.cluster import Node
 from tacc_hub.scheduler.policy import Explanation
 from tacc_hub.scheduler.queue import LiveQueue
 from tacc_hub.store import Store, TaskRecord, TaskStatus
 
+from . import nodes
+
 if TYPE_CHECKING:
-    from .controller import Live
+    from .controller import Controller, Live
 
 log = logging.getLogger("tacc_hub.controller")
 
@@ -66,13 +70,16 @@ class RecoveryMixin:
     wake: Callable[[], None]
     _finish: Callable[..., None]
 
+    node_refresh_interval: float
+
     def _init_recovery(self, max_requeues: int, down_recheck: float) -> None:
         self.max_requeues = max_requeues
-        self.down_recheck = down_recheck  # seconds between node re-reads while some are down
+        self.down_recheck = down_recheck  # without the periodic refresh: seconds between re-reads while some are down
         self.requeues: dict[int, int] = {}  # task -> node-failure requeues so far
         self.launch_hold: str | None = None  # why nothing can be launched now (the executor says)
         self._probing = False
         self._reading: asyncio.Task[None] | None = None
+        self._reading_began = float("-inf")  # monotonic: when the last read of the nodes began
         self._nodes_read_at = float("-inf")
 
     # --- node failure -------------------------------------------------------------------
@@ -91,19 +98,20 @@ class RecoveryMixin:
         if obs.status != "exited" or REQUEUE_MARK not in (obs.reason or "") or live.status != S.RUNNING:
             return False
         live.busy = True  # observe() leaves it alone until this is settled
-        self._spawn(self._node_failed(task_id, live, obs))
+        self._spawn(self._node_failed(task_id, live, obs, time.monotonic()))
         return True
 
-    async def _node_failed(self, task_id: int, live: Live, obs: Observation) -> None:
+    async def _node_failed(self, task_id: int, live: Live, obs: Observation, seen: float) -> None:
         now = time.time()
         what = (obs.reason or "").replace(REQUEUE_MARK, "").strip() or "node failure"
         try:
-            await self._read_nodes()
+            await self.read_nodes(since=seen)  # not a periodic read begun before the failure was seen
         finally:
             live.busy = False
         if self.live.get(task_id) is not live:
             return
-        failed = [s.node for s in live.placement.nodes if s.node in self.cluster.down] if live.placement else []
+        failed = [s.node for s in live.placement.nodes if s.node in self.cluster.nodes
+                  and not self.cluster.nodes[s.node].schedulable] if live.placement else []
         what += f" on {', '.join(failed)}" if failed else ""
         what += f" at {_utc(now)} UTC"
         n = self.requeues.get(task_id, 0)
@@ -141,39 +149,35 @@ class RecoveryMixin:
         self._changed = True
         self.wake()
 
-    async def _read_nodes(self) -> None:
-        """Re-read the executor's nodes (in a thread: it runs commands) and mark the missing ones down.
-
-        Callers meanwhile (several tasks of one failed node) wait for the same read."""
-        if self._reading is None or self._reading.done():
-            self._reading = asyncio.get_running_loop().create_task(self._read_nodes_once())
-            self._bg.add(self._reading)  # cancelled with the controller's other background work
-            self._reading.add_done_callback(self._bg.discard)
-        await asyncio.shield(self._reading)
+    async def read_nodes(self, since: float | None = None) -> None:
+        """Re-read the executor's nodes and apply them (``nodes.refresh_once``: in a worker thread, since the
+        executor runs commands; a node that left the list is not schedulable). Callers meanwhile (the
+        periodic refresh, several tasks of one failed node) wait for the same read; ``since`` (monotonic):
+        a read begun before then does not do, another one follows it."""
+        while True:
+            if self._reading is None or self._reading.done():
+                self._reading_began = time.monotonic()
+                self._reading = asyncio.get_running_loop().create_task(self._read_nodes_once())
+                self._bg.add(self._reading)  # cancelled with the controller's other background work
+                self._reading.add_done_callback(self._bg.discard)
+            began = self._reading_began
+            await asyncio.shield(self._reading)
+            if since is None or began >= since:
+                return
 
     async def _read_nodes_once(self) -> None:
-        refresh: Callable[[], list[Node]] | None = getattr(self.executor, "refresh_nodes", None)
-        if refresh is None:
-            return
         try:
-            nodes = await asyncio.to_thread(refresh)
-        except Exception as exc:  # the cluster cannot tell now: keep what we know
-            log.warning("could not re-read the nodes: %s", exc)
-            return
+            await nodes.refresh_once(cast("Controller", self))
         finally:
             self._nodes_read_at = time.monotonic()
-        up = {n.name for n in nodes}
-        down = {name for name in self.cluster.nodes if name not in up}
-        if down != self.cluster.down:
-            log.warning("nodes down: %s", ", ".join(sorted(down)) or "none")
-            self.cluster.down = down
-            self._changed = True
-            self.wake()
 
     def _recheck_down_nodes(self) -> None:
+        """Only with the periodic node refresh off: re-read the nodes while some are not schedulable."""
+        if self.node_refresh_interval > 0 or self.cluster.schedulable() is None:
+            return
         reading = self._reading is not None and not self._reading.done()
-        if self.cluster.down and not reading and time.monotonic() - self._nodes_read_at >= self.down_recheck:
-            self._spawn(self._read_nodes())
+        if not reading and time.monotonic() - self._nodes_read_at >= self.down_recheck:
+            self._spawn(self.read_nodes())
 
     # --- unreachable cluster ----------------------------------------------------------
 

@@ -33,6 +33,7 @@ from tests.slurm.conftest import SlurmCluster
 pytestmark = pytest.mark.timeout(900)
 
 WAIT_S = 120
+POLL_SQUEUE = "squeue --noheader --states=all --format=%i|%T"  # as the counting bin logs it
 # Shell metacharacters, command substitution, both quotes, a newline, a backslash, a glob.
 HOSTILE = "a b; $(touch /tmp/tacc-pwned) `id` 'q' \"dq\" \\ * \n2nd line & | > <"
 
@@ -104,7 +105,8 @@ async def test_nodes_come_from_sinfo_and_the_topology(tasks: Tasks) -> None:
 
 
 async def test_a_single_node_task_exits_zero_with_its_output(tasks: Tasks) -> None:
-    plan = tasks.plan({"main.sh": "echo hello from $SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES task=$TACC_TASK_ID\n"},
+    plan = tasks.plan({"main.sh": "echo hello from $SLURMD_NODENAME gpus=$CUDA_VISIBLE_DEVICES task=$TACC_TASK_ID\n"
+                                  "echo nodes=$TACC_NODELIST of=$TACC_NNODES master=$TACC_MASTER_ADDR\n"},
                       entrypoint={"argv": ["bash", "main.sh"]}, resources={"gpus_per_node": 1})
     state = await tasks.launch(1, plan, ("n2", [1]))
     assert state["job_id"].isdigit() and state["dir"] == str(tasks.ex.task_dir(1))
@@ -114,20 +116,21 @@ async def test_a_single_node_task_exits_zero_with_its_output(tasks: Tasks) -> No
     line = next(line for line in text.splitlines() if line.startswith("hello"))
     assert line.startswith("hello from n2 gpus=") and line.endswith(" task=1"), text
     assert len(line.split("gpus=")[1].split()[0].split(",")) == 1, text  # one GPU, index chosen by Slurm
+    assert "nodes=n2 of=1 master=127.0.0.1" in text.splitlines(), text  # n2's NodeAddr
 
 
 async def test_a_two_node_task_gets_ranks_from_each_node(tasks: Tasks) -> None:
     plan = tasks.plan(
         {"main.sh": 'echo "rank=$TACC_NODE_RANK of=$TACC_NNODES node=$SLURMD_NODENAME '
-                    'master=$TACC_MASTER_ADDR:$TACC_MASTER_PORT"\n'},
+                    'master=$TACC_MASTER_ADDR:$TACC_MASTER_PORT list=$TACC_NODELIST"\n'},
         entrypoint={"argv": ["bash", "main.sh"]}, resources={"nodes": 2, "gpus_per_node": 1},
     )
     state = await tasks.launch(2, plan, ("n1", [0]), ("n3", [0]))
     assert (await tasks.wait(2, "exited")).exit_code == 0, tasks.log(2)
     lines = sorted(line for line in tasks.log(2).splitlines() if line.startswith("rank="))
-    port = lines[0].rsplit(":", 1)[1] if lines else "?"
-    assert lines == [f"rank=0 of=2 node=n1 master=127.0.0.1:{port}", f"rank=1 of=2 node=n3 master=127.0.0.1:{port}"], (
-        tasks.log(2))
+    port = lines[0].split()[3].rsplit(":", 1)[1] if lines else "?"
+    assert lines == [f"rank=0 of=2 node=n1 master=127.0.0.1:{port} list=n1,n3",
+                     f"rank=1 of=2 node=n3 master=127.0.0.1:{port} list=n1,n3"], tasks.log(2)
     assert port.isdigit()
     job = squeue_job(state["job_id"])
     assert job is not None and job["nodes"] == "n[1,3]" and job["tres_per_node"] == "gres:gpu:1", job
@@ -210,7 +213,7 @@ def counting_bin(tmp_path: Path) -> tuple[Path, Path, Path]:
     for cmd in ("sbatch", "squeue", "sacct", "scancel", "sinfo", "scontrol"):
         real = subprocess.run(["which", cmd], capture_output=True, text=True, check=True).stdout.strip()
         fake = {
-            "squeue": f'[ -e "{forget}" ] && [ "$1" = --json ] && {{ echo \'{{"jobs": []}}\'; exit 0; }}\n',
+            "squeue": f'[ -e "{forget}" ] && [ "$2" = --states=all ] && exit 0\n',
             "sacct": f'[ -e "{forget}.acct-down" ] && {{ echo "sacct: error: slurmdbd down" >&2; exit 1; }}\n',
         }.get(cmd, "")
         (bin_dir / cmd).write_text(f'#!/bin/sh\necho "{cmd} $*" >> "{calls}"\n{fake}exec {real} "$@"\n')
@@ -234,7 +237,14 @@ async def test_poll_is_one_squeue_call_and_one_sacct_call_for_many_tasks(slurm_c
         seen = await ex.poll(t.states)
         assert {tid: (o.status, o.exit_code) for tid, o in seen.items()} == {
             11: ("exited", 0), 12: ("exited", 1), 13: ("exited", 2)}
-        assert calls.read_text().splitlines() == ["squeue --json"]
+        assert calls.read_text().splitlines() == [POLL_SQUEUE]
+        # Listed as ended but no exitcode file (the task never wrote one): squeue --json has the exit code.
+        (ex.task_dir(13) / "exitcode").unlink()
+        calls.write_text("")
+        seen = await ex.poll({13: t.states[13]})
+        assert (seen[13].status, seen[13].exit_code) == ("exited", 2), seen[13]
+        assert calls.read_text().splitlines() == [POLL_SQUEUE, "squeue --json"]
+        (ex.task_dir(13) / "exitcode").write_text("2\n")
 
         # squeue no longer lists them: one sacct call for all; our exitcode files give the codes.
         forget.touch()
@@ -242,7 +252,7 @@ async def test_poll_is_one_squeue_call_and_one_sacct_call_for_many_tasks(slurm_c
         ghost = {"job_id": "999999", "dir": str(tmp_path)}
         seen = await ex.poll({**t.states, 99: ghost})
         ids = ",".join(t.states[tid]["job_id"] for tid in (11, 12, 13))
-        assert calls.read_text().splitlines() == ["squeue --json", f"sacct -j {ids},999999 --json"]
+        assert calls.read_text().splitlines() == [POLL_SQUEUE, f"sacct -j {ids},999999 --json"]
         assert [seen[tid].exit_code for tid in (11, 12, 13)] == [0, 1, 2], seen
         assert seen[99].status == "gone" and "no record" in (seen[99].reason or ""), seen[99]
         # sacct alone (no exitcode file) knows how a job ended.

@@ -17,10 +17,15 @@ from tests.unit.test_controller import env, spec, until  # noqa: F401 - env is a
 S = TaskStatus
 
 
-def make(env, ex: FakeExecutor, max_requeues: int = 3) -> Controller:  # noqa: F811
+def make(env, ex: FakeExecutor, max_requeues: int = 3, refresh: float = 0.05) -> Controller:  # noqa: F811
     store, codes, site, _ = env
     return Controller(store, ex, site, FifoGang(), codes, poll_interval=0.05, max_requeues=max_requeues,
-                      down_recheck=0.05)
+                      node_refresh_interval=refresh, down_recheck=0.05)
+
+
+def down(ctl: Controller) -> set[str]:
+    """The nodes new tasks may not go to (the one bookkeeping: ``Node.schedulable``)."""
+    return {name for name, n in ctl.cluster.nodes.items() if not n.schedulable}
 
 
 def node_of(ctl: Controller, task_id: int) -> str:
@@ -41,13 +46,14 @@ async def test_node_failure_requeues_a_task_that_asks_and_avoids_the_dead_node(e
         # Back in the queue, then started again (a second launch), on the other node only.
         await until(lambda: len(ex.launched) == 2 and ctl.store.get(rec.id).status == S.RUNNING)
         again = ctl.store.get(rec.id)
-        assert node_of(ctl, rec.id) != first and ctl.cluster.down == {first}
+        assert node_of(ctl, rec.id) != first and down(ctl) == {first}
+        assert ctl.cluster.nodes[first].state == "down"
         assert ex.launched[1].attempt == 1  # the task sees TACC_ATTEMPT=1
         assert again.executor_state[REQUEUES_KEY] == 1  # the count survives a restart
         assert len(ctl.store.list_tasks(None, [S.PENDING], 10, None)[0]) == 0
-        # The dead node comes back: the controller sees it again (it re-reads while some are down).
+        # The dead node comes back: the controller sees it again (the periodic node refresh).
         ex.restore_node(first)
-        await until(lambda: not ctl.cluster.down)
+        await until(lambda: not down(ctl))
         # Second failure: requeued (2 of 2); third: it fails, naming the node and why.
         assert ex.fail_node(node_of(ctl, rec.id)) == [rec.id]
         await until(lambda: len(ex.launched) == 3 and ctl.store.get(rec.id).status == S.RUNNING)
@@ -78,8 +84,8 @@ async def test_node_failure_fails_a_task_that_does_not_ask(env) -> None:  # noqa
             done = ctl.store.get(r.id)
             assert done.reason.startswith(f"node failure on {node} at "), done.reason
             assert done.reason.endswith("not requeued: the task does not ask for it (qos.requeue)"), done.reason
-        assert len(ex.launched) == 2 and ctl.cluster.down == {node}
-        assert [n["name"] for n in ctl.cluster.summary() if n["down"]] == [node]
+        assert len(ex.launched) == 2 and down(ctl) == {node}
+        assert [(n["name"], n["state"]) for n in ctl.cluster.summary() if not n["schedulable"]] == [(node, "down")]
         # A new task is placed on the node that is still up.
         other = await ctl.submit("alice", spec(env, gpus=2))
         await until(lambda: ctl.store.get(other.id).status == S.RUNNING)
@@ -173,7 +179,7 @@ async def test_a_requeued_task_waits_for_its_node_and_says_why(env) -> None:  # 
         assert len(ex.launched) == 1  # never placed on the dead node
         ex.restore_node("n1")
         await until(lambda: ctl.store.get(rec.id).status == S.RUNNING)
-        assert len(ex.launched) == 2 and not ctl.cluster.down
+        assert len(ex.launched) == 2 and not down(ctl)
     finally:
         await ctl.stop()
 
@@ -194,5 +200,22 @@ async def test_a_crash_before_the_launch_of_a_requeued_task_requeues_it_again(en
     try:
         await until(lambda: store.get(rec.id).status == S.RUNNING)
         assert ctl.requeues == {rec.id: 1} and store.get(rec.id).executor_state[REQUEUES_KEY] == 1
+    finally:
+        await ctl.stop()
+
+
+async def test_without_the_node_refresh_a_failed_node_is_read_again_until_it_is_back(env) -> None:  # noqa: F811
+    ex = FakeExecutor(gpus=2, nodes=2)
+    ctl = make(env, ex, refresh=0)  # node_refresh_interval 0: only the re-check while some are down
+    await ctl.start()
+    try:
+        rec = await ctl.submit("alice", spec(env, gpus=2, qos={"requeue": True}))
+        await until(lambda: ctl.store.get(rec.id).status == S.RUNNING)
+        first = node_of(ctl, rec.id)
+        ex.fail_node(first)
+        await until(lambda: len(ex.launched) == 2 and ctl.store.get(rec.id).status == S.RUNNING)
+        assert down(ctl) == {first}
+        ex.restore_node(first)
+        await until(lambda: not down(ctl))
     finally:
         await ctl.stop()

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from tacc_hub.compiler import SiteProfile, compile_task
-from tacc_hub.executors.sbatch import render_batch
+from tacc_hub.executors.sbatch import prepare_env_argv, render_batch
 from tacc_hub.scheduler.cluster import NodeSlots, Placement
 from tacc_hub.schema import TaskSpec
 
@@ -150,6 +150,8 @@ SBATCH_CASES: dict[str, dict[str, Any]] = {
         "dir": f"/srv/ta cc/{HOSTILE}/tasks/8", "env": {"SITE_NOTE": HOSTILE, "HTTP_PROXY": "http://proxy:3128"},
         "partition": "gpu", "resources": {"nodes": 2, "gpus_per_node": 2, "memory": 2048, "time_limit": 5430,
                       "cpus_per_task": 3},
+        # its venv is built by the job's first step, with a hostile interpreter path and PYTHONPATH
+        "env_step": (f"/opt/py {HOSTILE}/bin/python3", f"/opt/tacc {HOSTILE}"),
     },
 }
 
@@ -190,7 +192,11 @@ def test_golden_sbatch(case: str, spec: Callable[..., TaskSpec], site: SiteProfi
     tdir = Path(c["dir"])
     env = {"TACC_TASK_ID": tdir.name, "TACC_TASKDIR": str(tdir), "TACC_WORKDIR": str(tdir / "work"),
            "TACC_MASTER_PORT": "29500", **c["env"]}
+    step = None
+    if "env_step" in c:
+        assert plan.env.kind == "venv"
+        step = prepare_env_argv(*c["env_step"], tdir / "env-plan.json")
     job = render_batch(task_id=int(tdir.name), plan=plan, task_dir=tdir, env=env, partition=c["partition"],
-                       placement=Placement(nodes=[NodeSlots(node=n, gpus=g) for n, g in c["nodes"]]))
+                       placement=Placement(nodes=[NodeSlots(node=n, gpus=g) for n, g in c["nodes"]]), env_step=step)
     _check(GOLDEN / f"{case}.sbatch", job.script)
     assert json.loads(job.script.splitlines()[3][2:]) == job.options

@@ -300,3 +300,33 @@ def test_cpu_tasks_start_under_every_policy_even_on_a_cluster_without_gpus():
         q.add(tv(1, gpus=0))
         q.add(tv(2, gpus=0))
         assert [s.task_id for s in q.plan(0.0).starts] == [1, 2], name
+
+
+def test_a_node_that_leaves_gets_no_new_tasks_and_its_running_tasks_keep_their_slots():
+    from tacc_hub.scheduler.policies import make
+
+    for policy in ("fifo", "tacc"):
+        c = cluster(n=2, gpus=2)
+        q = LiveQueue(c, make(policy))
+        q.add(tv(1, gpus=2))
+        assert [(s.task_id, s.placement.nodes[0].node) for s in q.plan(0.0).starts] == [(1, "n0")]
+        # n0 is drained (left out of the executor's list), n1 is down (listed with that state)
+        assert c.update_nodes([], {"n1": "down+NOT_RESPONDING"}) == ["n0", "n1"]
+        assert c.update_nodes([], {"n1": "down+NOT_RESPONDING"}) == []  # nothing new
+        assert (c.nodes["n0"].schedulable, c.nodes["n0"].state) == (False, "gone")
+        assert (c.nodes["n1"].schedulable, c.nodes["n1"].state) == (False, "down+NOT_RESPONDING")
+        assert c.nodes["n0"].holders == {0: 1, 1: 1} and c.held[1] == at("n0", 0, 1)  # the running task stays
+        q.add(tv(2, gpus=1))
+        assert q.plan(1.0).starts == [] and list(q.waiting) == [2], policy
+        assert {n["name"]: n["schedulable"] for n in c.summary()} == {"n0": False, "n1": False}
+        # n1 comes back: the waiting task goes there, never to n0
+        assert c.update_nodes([Node("n1", 2)]) == ["n1"]
+        starts = q.plan(2.0).starts
+        assert [(s.task_id, s.placement.nodes[0].node) for s in starts] == [(2, "n1")], policy
+        # the task on n0 ends while n0 is out: its slots are freed; n0 back with a new switch
+        q.drop(1)
+        assert c.nodes["n0"].holders == {}
+        assert c.update_nodes([Node("n0", 2, switch="s9"), Node("n1", 2)]) == ["n0"]
+        assert c.nodes["n0"].switch == "s9" and c.schedulable() is None
+        q.add(tv(3, gpus=2))
+        assert [(s.task_id, s.placement.nodes[0].node) for s in q.plan(3.0).starts] == [(3, "n0")], policy

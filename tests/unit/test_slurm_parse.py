@@ -12,7 +12,8 @@ import pytest
 
 from tacc_hub.executors import LaunchError, Observation
 from tacc_hub.executors.sbatch import gpus_per_node, time_option
-from tacc_hub.executors.slurm import ACTIVE, REQUEUE_MARK, STATES, SlurmExecutor, _slurm_exit, expand_hostlist
+from tacc_hub.executors.slurm import ACTIVE, REQUEUE_MARK, STATES, SlurmExecutor, _slurm_exit
+from tacc_hub.executors.slurm_nodes import expand_hostlist
 from tacc_hub.scheduler.cluster import NodeSlots, Placement
 
 
