@@ -231,18 +231,18 @@ def test_a_task_that_needs_one_switch_never_spans_two():
 
 
 def test_a_group_below_its_guarantee_reclaims_borrowed_gpus():
-    # group b borrowed the whole node (guarantee 0); group a (guarantee 4) gets 4 back by preemption
+    # group b borrowed the whole node (guarantee 0, runs past min_run); group a (guarantee 4) gets 4 back
     run = {i: task(i, 2, group="b", start=0.0, placement=held("n0", [2 * (i - 10), 2 * (i - 10) + 1]))
            for i in range(10, 14)}
     ns = nodes(1, 8, free={"n0": ()})
     quotas = Quotas(groups={"a": Limits(guaranteed_gpus=4), "b": Limits(guaranteed_gpus=0)})
-    view = View(200.0, {1: task(1, 4, group="a", submit=150.0, attained=1e9, done=1e6)}, run, ns, quotas)
+    view = View(1000.0, {1: task(1, 4, group="a", submit=950.0, attained=1e9, done=1e6)}, run, ns, quotas)
     actions = Tacc().schedule(view)
     check(view, actions)
     assert len([a for a in actions if isinstance(a, Preempt)]) == 2 and starts(actions) == [1]
     assert "reclaimed guaranteed GPUs" in next(a for a in actions if isinstance(a, Start)).note
     # without the guarantee, the same long-served task may not preempt fresher tasks
-    view2 = View(200.0, view.waiting, run, ns, Quotas())
+    view2 = View(1000.0, view.waiting, run, ns, Quotas())
     assert Tacc().schedule(view2) == [] or starts(Tacc().schedule(view2)) == []
 
 

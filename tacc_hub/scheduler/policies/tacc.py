@@ -79,8 +79,8 @@ class Tacc:
 
     def __init__(self, slowdown: Slowdown | None = None, half_life: float = 7 * 86400.0,
                  calc_period: float = 300.0, fair_weight: float = 1.0, starve_after: float = 28 * 86400.0,
-                 level_ratio: float = 8.0, size_exponent: float = 1.0, rebuild_growth: float = 0.05,
-                 max_backfill_test: int = 64, min_run: float = 120.0, max_preempt_test: int = 32,
+                 level_ratio: float = 4.0, size_exponent: float = 1.0, rebuild_growth: float = 0.05,
+                 max_backfill_test: int = 64, min_run: float = 600.0, max_preempt_test: int = 32,
                  max_victims: int = 64, age_step: float = 7 * 86400.0, wake_gap: float = 60.0) -> None:
         """Defaults and why (the tuned ones measured on the first 10,000 jobs of VC 6214e9, 6 x 8 GPUs):
 
@@ -97,16 +97,19 @@ class Tacc:
         days: p99 JCT of VC 6214e9 295 h (worse than Tiresias' 260 h); 1 day, no
         guard: 116 h on VC 6214e9. On the first 10,000 jobs of VC 6214e9 the guard
         alone measured: at 12 h avg JCT 58 h, at 3 days 16.7 h, at 7 days 10.5 h.
-        ``level_ratio`` 8 (tuned; 2: 18.4 h, 4: 10.5 h, 8: 9.6 h): preemption needs
-        an 8x better index, so near-equal tasks stay FIFO (fewer restarts).
+        ``level_ratio`` 4 (tuned): preemption needs a 4x better index, so near-equal
+        tasks stay FIFO (fewer restarts). On the whole trace (64 x 8) avg JCT 17.2 h at
+        8, 12.1 h at 4; on VC 6214e9 alone 27.3 h at 8, 25.9 h at 4 (but p99 286 h, over
+        Tiresias' 260 h, until ``min_run`` 600 s: 26.5 h, p99 216 h). On the first
+        10,000 jobs of VC 6214e9 with the old 7-day guard: 2: 18.4 h, 4: 10.5 h, 8: 9.6 h.
         ``size_exponent`` 1 (tuned; 0: 23.9 h, 1: 16.7 h at 3 days' aging): the
         index is per GPU, as Tiresias's 2D attained service: a task on 8 GPUs
         must be 8x as likely to end soon to pass a 1-GPU task.
         ``rebuild_growth`` 5%: the model is rebuilt when history grew that much
         (about 200 rebuilds over the 82k-job trace).
-        ``min_run`` 120 s: a task is not preempted in its first 2 minutes of a run
-        (4x the simulator's 30 s restart cost): without it two tasks can preempt
-        each other forever, each restart losing its progress.
+        ``min_run`` 600 s (tuned, see ``level_ratio``): a task is not preempted in its
+        first 10 minutes of a run (20x the simulator's 30 s restart cost): without it
+        two tasks can preempt each other forever, each restart losing its progress.
         ``max_backfill_test`` 64: tasks tried after the head (as Slurm's bf_max_job_test); tuned: 256
         gave the same JCT on the whole trace's first 25,000 jobs (6.8 h vs 6.6 h) at 3/4 of the speed.
         ``wake_gap`` 60 s: a pass without an event (``Wake``) comes at most once a minute (Slurm's
