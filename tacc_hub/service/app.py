@@ -123,6 +123,9 @@ class TaccHub(Application):
     node_refresh_interval = Float(30.0, config=True, help="Seconds between reads of the executor's nodes (Slurm: "
                                   "sinfo and the topology), so that drained or down nodes get no new tasks and "
                                   "nodes that come back get them again; 0 reads them only at start.")
+    gc_freeze_interval = Float(600.0, config=True, help="Seconds between the service's own full garbage "
+                               "collections (between scheduling passes; the survivors are frozen so that the "
+                               "collector's own full collections stay short); 0 leaves collection to Python.")
     grace_period = Float(10.0, config=True, help="Seconds between SIGTERM and SIGKILL when a task is cancelled.")
     log_poll_interval = Float(0.05, config=True, help="Seconds between checks of a log file for new output while "
                               "streaming it (sets the log latency floor).")
@@ -252,7 +255,8 @@ class TaccHub(Application):
         controller = Controller(store, executor, self.site_profile(executor), make(self.policy), code_store,
                                 poll_interval=self.poll_interval, max_running_per_user=self.max_running_per_user,
                                 quota_period=self.quota_period, max_requeues=self.max_requeues,
-                                node_refresh_interval=self.node_refresh_interval)
+                                node_refresh_interval=self.node_refresh_interval,
+                                gc_freeze_interval=self.gc_freeze_interval)
 
         def changed() -> None:
             self.quotas_changed()

@@ -110,6 +110,7 @@ class Controller(RecoveryMixin):
         max_requeues: int = 3,
         down_recheck: float = 10.0,
         node_refresh_interval: float = 30.0,
+        gc_freeze_interval: float = 600.0,
     ) -> None:
         self.store = store
         self.executor = executor
@@ -143,7 +144,7 @@ class Controller(RecoveryMixin):
         self._loop_task: asyncio.Task[None] | None = None
         self._stopping = False
         self._bg: set[asyncio.Task[Any]] = set()
-        self.gc = GcPacer()
+        self.gc = GcPacer(gc_freeze_interval)
         executor.set_waker(self.wake)
         self._init_recovery(max_requeues, down_recheck)
 
