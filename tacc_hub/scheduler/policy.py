@@ -6,7 +6,8 @@ applied in order by its caller: ``Preempt`` (stop a running task and put it back
 in the queue, keeping its submit time) and ``Start`` (run a waiting task on an
 exact placement). ``Wake`` asks to be called again at a given time even if
 nothing else happens (a LAS policy demotes running tasks as they attain
-service); the caller also calls ``schedule`` after every arrival and completion.
+service); a later pass's ``Wake`` replaces it (the caller keeps one pending
+wake-up), and the caller also calls ``schedule`` after every arrival and completion.
 
 Invariants (the caller checks them and refuses a list of actions that breaks one):
 - No GPU is allocated twice: a ``Start`` uses only slots free in the view or

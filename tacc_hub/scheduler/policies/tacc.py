@@ -363,6 +363,7 @@ class _Pass:
         taken: list[TaskView] = []
         fit: _Fit | None = None
         lost: dict[str, int] = {}  # GPUs taken from each group in this search
+        fresh_at = math.inf  # when the first victim passed over for its ``min_run`` may go
         shape = (t.nodes, t.gpus_per_node, t.flexible)
         already = free.packed(*shape)  # then packed after any give; else only the given switches can change that
         for r, v in self.victims:
@@ -376,7 +377,7 @@ class _Pass:
             if self.reclaim and v.group != t.group and spare < 0:
                 continue  # within its group's guarantee: not taken by another group (no reclaim ping-pong)
             if v.start is not None and self.now - v.start < self.p.min_run and lv[0] != 0:
-                self.min_run_at = min(self.min_run_at, v.start + self.p.min_run)
+                fresh_at = min(fresh_at, v.start + self.p.min_run)
                 continue  # a fresh run is not cut short (no ping-pong paying restarts), except for a starving task
             if len(taken) >= self.p.max_victims:
                 break  # bounds a search: victims come worst first, scattered
@@ -396,6 +397,7 @@ class _Pass:
             free.total = total0
             free.gen = gen0  # fits planned before stay valid
             self.nogo[memo] = lv if failed_at is None else min(lv, failed_at)
+            self.min_run_at = min(self.min_run_at, fresh_at)  # failed: it may succeed once that victim may go
             return None
         used = {(s.node, g) for s in fit.placement.nodes for g in s.gpus}
         needed = []

@@ -1,7 +1,8 @@
 """Event-driven replay of a job trace through a ``Policy``.
 
-Events: arrivals (trace order), completions (a heap), and wake-ups a policy
-asked for. At each event time the simulator applies every completion and
+Events: arrivals (trace order), completions (a heap), and the wake-up a policy
+asked for (one pending: a pass's ``Wake`` replaces an earlier pass's, as in the
+service's controller). At each event time the simulator applies every completion and
 arrival at that time, then calls ``policy.schedule`` once (skipped when
 nothing waits, or when no GPU is free and the policy never preempts: it
 could not act) and applies the actions in order.
@@ -128,7 +129,7 @@ class Simulator:
         self.running: dict[int, TaskView] = {}
         self.state: dict[int, _Job] = {}
         self.done_heap: list[tuple[float, int, int]] = []  # (finish, job id, epoch)
-        self.wakes: list[float] = []
+        self.wake_at: float | None = None  # the pending wake-up: the latest pass's (as the service keeps it)
         self.records: list[JobRecord] = []
         self.busy = 0.0  # GPU-seconds held
         self.calls = 0
@@ -143,11 +144,11 @@ class Simulator:
         i, n, now = 0, len(fits), 0.0
         inf = math.inf
         while True:
-            while self.wakes and self.wakes[0] <= now:
-                heapq.heappop(self.wakes)
+            if self.wake_at is not None and self.wake_at <= now:
+                self.wake_at = None
             t_arr = fits[i].submit if i < n else inf
             t_done = self.done_heap[0][0] if self.done_heap else inf
-            t_wake = self.wakes[0] if self.wakes and self.waiting else inf
+            t_wake = self.wake_at if self.wake_at is not None and self.waiting else inf
             now = min(t_arr, t_done, t_wake)
             if now == inf:
                 if self.waiting:
@@ -201,6 +202,7 @@ class Simulator:
 
     def _apply(self, actions: Sequence[object], now: float) -> None:
         preempted: set[int] = set()
+        wake: float | None = None
         for action in actions:
             if isinstance(action, Start):
                 if action.task_id in preempted:
@@ -211,9 +213,11 @@ class Simulator:
                 preempted.add(action.task_id)
             elif isinstance(action, Wake):
                 if action.at > now:
-                    heapq.heappush(self.wakes, action.at)
+                    wake = action.at if wake is None else min(wake, action.at)
             else:
                 raise PolicyError(f"unknown action {action!r}")
+        if wake is not None:
+            self.wake_at = wake  # replaces the one an earlier pass asked for, as in the service
 
     def _start(self, jid: int, placement: Placement, now: float) -> None:
         view = self.waiting.get(jid)
