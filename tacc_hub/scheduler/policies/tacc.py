@@ -538,7 +538,7 @@ class _Pass:
         started = sum(1 for a in self.out if isinstance(a, Start))
         if started >= len(self.view.waiting):
             return
-        change = self.p.running.next_change(None if self.reclaim or left is None else left)
+        change = self.p.running.next_change(None if self.reclaim or left is None else left, self.now)
         at = [x for x in (self.p.queue.next_starvation(), change, self.min_run_at) if x is not None and x < math.inf]
         nxt = min((x for x in at if x > self.now), default=None)
         if nxt is not None:

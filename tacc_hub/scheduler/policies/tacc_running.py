@@ -37,6 +37,10 @@ class Running:
         self.levels: dict[Level, int] = {}  # preemptible running tasks per level
         # (when its rank may change, id, start of that run, its level then: NO_LEVEL if not preemptible)
         self.changes: list[tuple[float, int, float, Level]] = []
+        # the same changes of preemptible tasks, one heap per level then: "the next change that makes a task
+        # worse than level L" is the earliest top among the levels worse than L (a few) (``next_change``)
+        self.by_level: dict[Level, list[tuple[float, int, float]]] = {}
+        self._vic: list[tuple[Rank, TaskView]] = []  # preemptible ones, best first, kept sorted
         self.epoch = -1
         self._victims: list[tuple[Rank, TaskView]] | None = None  # preemptible ones, worst first (None: stale)
         self._ends: list[tuple[float, int, TaskView]] | None = None  # (expected end, id, view), sorted
@@ -53,13 +57,17 @@ class Running:
         if t.preemptible:
             lv = r[:3]
             self.levels[lv] = self.levels.get(lv, 0) + 1
+            bisect.insort(self._vic, (r, t))  # ranks are unique (they end with the id): views never compared
         if r[0] == 1 and t.start is not None and t.rate > 0:
             nxt = queue.model.of(t.group).next_level[age_bucket(t.done_at(now))]
             at = t.start + (lower(nxt) - t.done) / t.rate if nxt < BUCKETS else math.inf
             if at < math.inf:
                 then = (1, r[1], queue.base_level(t, lower(nxt)) - queue.tier(t, now)
                         + queue.shift.get((t.group, t.owner), 0)) if t.preemptible else NO_LEVEL
-                heapq.heappush(self.changes, (max(at, now + 1.0), t.id, t.start, then))  # no float-edge spin
+                at = max(at, now + 1.0)  # no float-edge spin
+                heapq.heappush(self.changes, (at, t.id, t.start, then))
+                if then != NO_LEVEL:
+                    heapq.heappush(self.by_level.setdefault(then, []), (at, t.id, t.start))
 
     def _drop(self, tid: int) -> None:
         self._victims = None
@@ -74,6 +82,10 @@ class Running:
             else:
                 self._ends = None  # not where expected: rebuild on next use
         if t.preemptible:
+            vic = self._vic
+            i = bisect.bisect_left(vic, (r,))
+            if i < len(vic) and vic[i][0] == r:
+                del vic[i]
             lv = r[:3]
             n = self.levels[lv] - 1
             if n:
@@ -91,6 +103,8 @@ class Running:
             self.views.clear()
             self.levels.clear()
             self.changes.clear()
+            self.by_level.clear()
+            self._vic.clear()
             for t in running.values():
                 self._add(t, queue, now)
             return
@@ -126,6 +140,12 @@ class Running:
         if len(heap) > 4 * len(running) + 100:
             self.changes = [e for e in heap if e[1] in rank and rank[e[1]][0].start == e[2]]
             heapq.heapify(self.changes)
+            self.by_level = {}
+            for at, tid, start, then in self.changes:
+                if then != NO_LEVEL:
+                    self.by_level.setdefault(then, []).append((at, tid, start))
+            for h in self.by_level.values():
+                heapq.heapify(h)
 
     def worst_level(self) -> Level | None:
         """The worst level among preemptible running tasks (None: none)."""
@@ -135,8 +155,7 @@ class Running:
         """Preemptible running tasks not yet preempted, worst rank first."""
         out = self._victims
         if out is None:
-            out = self._victims = [(r, t) for t, r in self.rank.values() if t.preemptible]
-            out.sort(key=lambda e: e[0], reverse=True)
+            out = self._victims = self._vic[::-1]
         if preempted:
             return [e for e in out if e[1].id not in preempted]
         return out
@@ -149,27 +168,27 @@ class Running:
             out = self._ends = sorted((end[tid], tid, t) for tid, t in self.views.items())
         return out
 
-    def next_change(self, best: Level | None = None) -> float | None:
+    def next_change(self, best: Level | None = None, now: float = -math.inf) -> float | None:
         """When the next running task changes level; with ``best`` (the best level left waiting), the next
         change that makes a preemptible task worse than ``best``: the earliest that task could preempt it."""
         heap = self.changes
         if best is None or not heap:
             return heap[0][0] if heap else None
-        # the heap's entries in time order, lazily (a heap of its indices): stops at the first that counts;
-        # after 64 that do not, the 64th's time: a wake-up then only looks again (never later than the change)
-        todo = [(heap[0][0], 0)]
-        n = len(heap)
-        at = heap[0][0]
-        for _ in range(64):
-            if not todo:
-                return None
-            at, i = heapq.heappop(todo)
-            if heap[i][3] > best:
-                return at
-            for j in (2 * i + 1, 2 * i + 2):
-                if j < n:
-                    heapq.heappush(todo, (heap[j][0], j))
-        return at
+        rank = self.rank
+        first: float | None = None
+        for lv in [lv for lv in self.by_level if lv > best]:
+            h = self.by_level[lv]
+            while h:  # drop entries of runs gone or changed, and changes already made
+                at, tid, start = h[0]
+                cur = rank.get(tid)
+                if at > now and cur is not None and cur[0].start == start:
+                    break
+                heapq.heappop(h)
+            if not h:
+                del self.by_level[lv]
+            elif first is None or h[0][0] < first:
+                first = h[0][0]
+        return first
 
 
 def expected_end(t: TaskView, queue: Queue, now: float) -> float:
