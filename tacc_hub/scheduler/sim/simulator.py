@@ -2,7 +2,7 @@
 
 Events: arrivals (trace order), completions (a heap), and the wake-up a policy
 asked for (one pending: a pass's ``Wake`` replaces an earlier pass's, as in the
-service's controller). At each event time the simulator applies every completion and
+service's controller). The end of a run that was preempted is no event. At each event time the simulator applies every completion and
 arrival at that time, then calls ``policy.schedule`` once (skipped when
 nothing waits, or when no GPU is free and the policy never preempts: it
 could not act) and applies the actions in order.
@@ -154,15 +154,18 @@ class Simulator:
                 if self.waiting:
                     raise Stuck(f"{len(self.waiting)} job(s) wait with nothing running: {sorted(self.waiting)[:10]}")
                 break
+            event = now == t_wake
             while self.done_heap and self.done_heap[0][0] <= now:
                 _, jid, epoch = heapq.heappop(self.done_heap)
                 st = self.state.get(jid)
                 if st is not None and st.epoch == epoch:  # else stale: the run it ended was preempted
                     self._finish(jid, now)
+                    event = True
             while i < n and fits[i].submit <= now:
                 self._arrive(fits[i], now)
                 i += 1
-            if self.waiting and (self.free_total > 0 or self.policy.preemptive):
+                event = True
+            if event and self.waiting and (self.free_total > 0 or self.policy.preemptive):
                 self.calls += 1
                 view = View(now, self.waiting, self.running, self.nodes, self.quotas, self.predictor.history)
                 actions = self.policy.schedule(view)
