@@ -2,10 +2,11 @@
 
 Events: arrivals (trace order), completions (a heap), and the wake-up a policy
 asked for (one pending: a pass's ``Wake`` replaces an earlier pass's, as in the
-service's controller). The end of a run that was preempted is no event. At each event time the simulator applies every completion and
-arrival at that time, then calls ``policy.schedule`` once (skipped when
-nothing waits, or when no GPU is free and the policy never preempts: it
-could not act) and applies the actions in order.
+service's controller). The end of a run that was preempted is no event. At
+each event time the simulator applies every completion and arrival at that
+time, then calls ``policy.schedule`` once (skipped when nothing waits, or when
+no GPU is free and the policy never preempts: it could not act) and applies
+the actions in order.
 
 Invariants (a policy that breaks one stops the replay with ``PolicyError``):
 no GPU allocated twice; a start places the whole task (gang) on the task's
