@@ -509,24 +509,32 @@ class Controller(RecoveryMixin):
             live.status = S.CANCELLING
             self._finish(task_id, live, S.CANCELLED, reason="cancelled")
             return
+        self._back_to_queue(task_id, live, now, reason=(
+            f"preempted at {time.strftime('%H:%M:%S', time.gmtime(now))} UTC for a task with a "
+            "higher claim; waiting again in its place by age"))
+
+    def _back_to_queue(self, task_id: int, live: Live, now: float, *, reason: str,
+                       executor_state: dict[str, Any] | None = None) -> bool:
+        """A RUNNING task whose run ended without it failing (preempted, or its node failed) waits again: the
+        run is charged, its place is its submission time. False when it moved on underneath (a cancel: it is
+        then finished as cancelled)."""
         view = self.queue.running.get(task_id)
         if live.started_at is not None and view is not None:  # this run is charged like any other
             self.store.record_run(task_id, live.owner, view.gpus, live.started_at, now)
-        moved = self.store.transition(
-            task_id, S.PENDING, expected=S.RUNNING, placement=None, executor_state=None, started_at=None,
-            reason=f"preempted at {time.strftime('%H:%M:%S', time.gmtime(now))} UTC for a task with a "
-                   "higher claim; waiting again in its place by age",
-        )
+        moved = self.store.transition(task_id, S.PENDING, expected=S.RUNNING, placement=None,
+                                      executor_state=executor_state, started_at=None, reason=reason)
         if moved is None:  # moved on underneath (a cancel): finish it where it is
             rec = self.store.get(task_id)
             if rec is not None and rec.status == S.CANCELLING:
+                live.status = S.CANCELLING
                 self._finish(task_id, live, S.CANCELLED, reason="cancelled")
-            return
+            return False
         self.live.pop(task_id, None)
         self.attempts[task_id] = live.attempt + 1
         self.queue.requeue(task_id, now)
         self._changed = True
         self.wake()
+        return True
 
     async def _launch(self, rec: TaskRecord, live: Live, placement: Placement) -> None:
         assert rec.plan is not None

@@ -69,6 +69,7 @@ class RecoveryMixin:
     _spawn: Callable[[Any], None]
     wake: Callable[[], None]
     _finish: Callable[..., None]
+    _back_to_queue: Callable[..., bool]
 
     node_refresh_interval: float
 
@@ -129,25 +130,10 @@ class RecoveryMixin:
             log.warning("task %s: %s", task_id, reason)
             self._finish(task_id, live, to, reason=reason, exit_code=obs.exit_code, now=now)
             return
-        view = self.queue.running.get(task_id)
-        if live.started_at is not None and view is not None:  # this run is charged like any other
-            self.store.record_run(task_id, live.owner, view.gpus, live.started_at, now)
         reason = f"{what}; requeued ({n + 1} of at most {self.max_requeues}), waiting again in its place by age"
-        moved = self.store.transition(task_id, S.PENDING, expected=S.RUNNING, placement=None, started_at=None,
-                                      executor_state={REQUEUES_KEY: n + 1}, reason=reason)
-        if moved is None:  # moved on underneath (a cancel): finish it where it is
-            got = self.store.get(task_id)
-            if got is not None and got.status == S.CANCELLING:
-                live.status = S.CANCELLING
-                self._finish(task_id, live, S.CANCELLED, reason="cancelled")
-            return
-        log.warning("task %s: %s", task_id, reason)
-        self.live.pop(task_id, None)
-        self.requeues[task_id] = n + 1
-        self.attempts[task_id] = live.attempt + 1
-        self.queue.requeue(task_id, now)
-        self._changed = True
-        self.wake()
+        if self._back_to_queue(task_id, live, now, reason=reason, executor_state={REQUEUES_KEY: n + 1}):
+            log.warning("task %s: %s", task_id, reason)
+            self.requeues[task_id] = n + 1
 
     async def read_nodes(self, since: float | None = None) -> None:
         """Re-read the executor's nodes and apply them (``nodes.refresh_once``: in a worker thread, since the

@@ -82,7 +82,7 @@ class Tacc:
                  level_ratio: float = 4.0, size_exponent: float = 1.0, rebuild_growth: float = 0.05,
                  max_backfill_test: int = 64, min_run: float = 600.0, max_preempt_test: int = 32,
                  max_victims: int = 64, age_step: float = 7 * 86400.0, wake_gap: float = 60.0) -> None:
-        """Defaults and why (the tuned ones measured on the first 10,000 jobs of VC 6214e9, 6 x 8 GPUs):
+        """Defaults and why ("tuned": measured with the simulator, on the replays named at each):
 
         ``half_life`` 7 days and ``calc_period`` 5 minutes: Slurm's defaults for fair share.
         ``fair_weight`` 1: a group at twice its equal share sinks one level, at
@@ -102,7 +102,7 @@ class Tacc:
         8, 12.1 h at 4; on VC 6214e9 alone 27.3 h at 8, 25.9 h at 4 (but p99 286 h, over
         Tiresias' 260 h, until ``min_run`` 600 s: 26.5 h, p99 216 h). On the first
         10,000 jobs of VC 6214e9 with the old 7-day guard: 2: 18.4 h, 4: 10.5 h, 8: 9.6 h.
-        ``size_exponent`` 1 (tuned; 0: 23.9 h, 1: 16.7 h at 3 days' aging): the
+        ``size_exponent`` 1 (tuned on the first 10,000 jobs of VC 6214e9; 0: 23.9 h, 1: 16.7 h): the
         index is per GPU, as Tiresias's 2D attained service: a task on 8 GPUs
         must be 8x as likely to end soon to pass a 1-GPU task.
         ``rebuild_growth`` 5%: the model is rebuilt when history grew that much
