@@ -26,6 +26,6 @@ fi
 stamp=.venv/.tacc-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,examples]'
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test,examples,jupyter,hub]'
   touch "$stamp"
 fi
