@@ -10,6 +10,7 @@ Environment (all optional):
   TACC_STATE_DIR      tacc's state; the hub keeps its own files in $TACC_STATE_DIR/hub (./.tacc)
   TACC_DEMO_USERS     demo users, comma separated (alice,bob); admins: TACC_DEMO_ADMINS (admin)
   TACC_DEMO_PASSWORD  the demo users' password (unset: any password, as DummyAuthenticator)
+  TACC_GPUS           GPU slots of the local executor (4; fake ones where the machine has none)
   TACC_EXECUTOR       local (default) or slurm: the Slurm dev cluster of scripts/slurm-dev.sh,
                       whose slurm.conf is $SLURM_CONF (default ./.slurm-dev/etc/slurm.conf)
   TACC_HUB_SPAWNER    spawner class for users' servers (default: simple, local processes)
@@ -39,6 +40,7 @@ settings = hub_settings(
     executor=os.environ.get("TACC_EXECUTOR", "local"),
     spawner=os.environ.get("TACC_HUB_SPAWNER", "simple"),
     slurm_conf=os.environ.get("SLURM_CONF"),
+    local_gpus=int(os.environ.get("TACC_GPUS", "4")),
 )
 for section, values in settings.items():
     for key, value in values.items():

@@ -29,12 +29,14 @@ def _names(csv: str) -> set[str]:
 
 def hub_settings(*, repo: Path, python: str, hub_port: int, service_port: int, state_dir: Path, users: str,
                  admins: str, password: str | None, executor: str, spawner: str,
-                 slurm_conf: str | None = None) -> dict[str, dict[str, Any]]:
+                 slurm_conf: str | None = None, local_gpus: int = 4) -> dict[str, dict[str, Any]]:
     """``{section: {setting: value}}`` for JupyterHub's config object.
 
     Ports: the hub's public ``hub_port`` (the proxy), the proxy's API at ``hub_port + 1``, the hub's
     own API at ``hub_port + 81`` (8000, 8001, 8081 by default: JupyterHub's), the service at
-    ``service_port``. Everything the hub writes lives in ``state_dir/hub``.
+    ``service_port``. Everything the hub writes lives in ``state_dir/hub``. The local executor hands
+    out ``local_gpus`` GPU slots (fake ones on a machine without GPUs: each task sees its own
+    ``CUDA_VISIBLE_DEVICES``), so quotas and the queue behave as on a GPU node.
     """
     hub_dir = (state_dir / "hub").resolve()
     hub_dir.mkdir(parents=True, exist_ok=True)
@@ -45,7 +47,9 @@ def hub_settings(*, repo: Path, python: str, hub_port: int, service_port: int, s
     if executor == "slurm":
         conf = slurm_conf or str(repo / ".slurm-dev" / "etc" / "slurm.conf")
         serve += ["--TaccHub.executor=slurm", f"--TaccHub.slurm_conf={conf}"]
-    elif executor != "local":
+    elif executor == "local":
+        serve.append(f"--gpus={int(local_gpus)}")
+    else:
         raise ValueError(f"TACC_EXECUTOR must be local or slurm, not {executor!r}")
     all_admins = _names(admins)
     hub: dict[str, Any] = {

@@ -43,6 +43,7 @@ from .meta import HealthHandler, OpenAPIHandler, WhoAmIHandler
 from .openapi import build_openapi
 from .quotas import GroupsHandler, MyQuotaHandler, QuotaHandler, QuotasHandler, UserGroupHandler
 from .tasks import CancelHandler, OutputsHandler, TaskHandler, TasksHandler
+from .usage import UsageHandler
 
 if TYPE_CHECKING:
     from jupyterhub.services.auth import HubOAuth
@@ -63,6 +64,7 @@ ROUTES: list[tuple[str, Any]] = [
     (r"/api/admin/quotas", QuotasHandler),
     (r"/api/admin/quotas/(?P<kind>user|group)/(?P<name>[^/]+)", QuotaHandler),
     (r"/api/admin/groups", GroupsHandler),
+    (r"/api/admin/usage", UsageHandler),
     (r"/api/admin/users/(?P<user>[^/]+)/group", UserGroupHandler),
 ]
 
@@ -77,7 +79,7 @@ def make_app(ctx: ServiceContext, base_url: str = "/", *, hub: HubOAuth | None =
     if hub is not None:
         from .hubpages import hub_routes  # jupyterhub takes 0.9 s to import: only in hub mode
 
-        handlers += hub_routes(prefix)
+        handlers += hub_routes(prefix, ctx.quota_period)
         settings.update(hub_auth=hub, cookie_secret=cookie_secret, login_url=hub.login_url)
     return tornado.web.Application(handlers, default_handler_class=_NotFound, default_handler_args={"ctx": ctx},
                                    log_function=log_request, **settings)

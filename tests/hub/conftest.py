@@ -120,3 +120,38 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
     h = HubProcess(tmp_path_factory.mktemp("hub"), TACC_HUB_SPAWNER="simple").start()
     yield h
     h.stop()
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(os.environ.get("TACC_TEST_ARTIFACTS", ROOT / "test-artifacts"))
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    """Debian's Chromium driven by Playwright (no browser download); screenshots go to test-artifacts/."""
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def browser_login(browser, hub: HubProcess, user: str, next_path: str):
+    """A fresh browser page, logged in through the hub's login form, at ``next_path``."""
+    page = browser.new_context().new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    # uncaught errors and console errors, but not the browser's note on a 4xx the page asked for and handles
+    page.on("console", lambda m: errors.append(m.text)
+            if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
+    page.goto(f"{hub.url}/hub/login?next={next_path}")
+    page.fill("#username_input", user)
+    page.fill("#password_input", PASSWORD)
+    page.click("#login_submit")
+    page.wait_for_load_state()
+    page.js_errors = errors
+    return page

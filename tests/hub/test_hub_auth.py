@@ -35,12 +35,12 @@ def wait_status(hub: HubProcess, token: str, tid: int, wanted: set[str], timeout
     raise AssertionError(f"task {tid} never reached {wanted}: {body}")
 
 
-def submit(hub: HubProcess, token: str, entrypoint: str, name: str = "hubtask") -> int:
+def submit(hub: HubProcess, token: str, entrypoint: str, name: str = "hubtask", gpus: int = 0) -> int:
     with tempfile.TemporaryDirectory() as empty:
         archive = pack(empty)
     digest = digest_of(archive)
     assert api(hub, token, "PUT", f"/api/code/{digest}", data=archive).status_code in (200, 201)
-    spec = {"name": name, "entrypoint": entrypoint, "resources": {"time_limit": "5m"},
+    spec = {"name": name, "entrypoint": entrypoint, "resources": {"time_limit": "5m", "gpus_per_node": gpus},
             "code": {"kind": "snapshot", "digest": digest, "size": len(archive)}}
     r = api(hub, token, "POST", "/api/tasks", json=spec)
     assert r.status_code == 201, r.text
