@@ -61,7 +61,6 @@ def parser() -> _Parser:
     sub = p.add_subparsers(dest="cmd", parser_class=_Parser, required=True)
     s = sub.add_parser("submit", help="submit a notebook or script (default: the notebook of this kernel)")
     s.add_argument("path", nargs="?")
-    s.add_argument("args", nargs=argparse.REMAINDER, help="arguments after -- go to the script")
     _resource_options(s)
     ps = sub.add_parser("ps", help="your tasks")
     ps.add_argument("-s", "--state", action="append", default=[])
@@ -118,16 +117,19 @@ class TaccMagics(Magics):
             argv = shlex.split(line)
         except ValueError as exc:
             raise UsageError(f"%tacc: {exc}") from None
+        script_args: list[str] = []
+        if "--" in argv:  # what follows -- goes to the script
+            at = argv.index("--")
+            argv, script_args = argv[:at], argv[at + 1:]
         if cell is not None:
             ns = cell_parser().parse_args(argv)
-            return self._submit(ns, path=None, cell=cell, args=[])
+            return self._submit(ns, path=None, cell=cell, args=script_args)
         ns = parser().parse_args(argv)
         if ns.cmd == "submit":
             path = ns.path or _notebook_path(self.shell)
             if not path:
                 raise UsageError("%tacc submit: give the notebook or script to submit")
-            args = ns.args[1:] if ns.args[:1] == ["--"] else ns.args
-            return self._submit(ns, path=path, cell=None, args=args)
+            return self._submit(ns, path=path, cell=None, args=script_args)
         with client_from_env() as client:
             if ns.cmd == "ps":
                 self._ps(_api(client.list, states=ns.state or None, limit=ns.limit))

@@ -21,7 +21,11 @@ import pytest
 from pytest_jupyter.jupyter_server import *  # noqa: F403
 from traitlets.config import Config
 
-from tests.e2e.conftest import Api, ServiceProcess, service  # noqa: F401  (the shared service fixture)
+from tests.e2e import conftest as e2e
+from tests.e2e.conftest import Api, ServiceProcess
+
+service = e2e.service  # the end-to-end tests' real service (session-scoped), reused here
+__all__ = ["Api", "service"]
 
 GIT = ["git", "-c", "user.name=t", "-c", "user.email=t@example.org", "-c", "init.defaultBranch=main"]
 

@@ -155,4 +155,4 @@ def test_snapshot_digest_is_the_archive_sha(jp_asyncio_loop, jp_fetch, jp_root_d
     cap = capture("s.py", root_dir=jp_root_dir, pin_packages=False)
     assert cap.spec.code.digest == digest_of(cap.archive)
     code, body = call(jp_asyncio_loop, jp_fetch, "POST", "capture", body={"path": "s.py", "packages": False})
-    assert body["digest"] == cap.digest
+    assert code == 200 and body["digest"] == cap.digest
