@@ -93,12 +93,14 @@ def _resources(ns: argparse.Namespace) -> dict[str, Any]:
 def _notebook_path(shell: Any) -> str | None:
     """The notebook this kernel runs (JupyterLab and VS Code set ``__session__``/``__vsc_ipynb_file__``)."""
     ns = getattr(shell, "user_ns", {})
-    for key in ("__vsc_ipynb_file__", "__session__"):
-        value = ns.get(key)
+    found = [ns.get("__vsc_ipynb_file__"), ns.get("__session__"), os.environ.get("JPY_SESSION_NAME")]
+    for value in found:
         if isinstance(value, str) and value.endswith(".ipynb"):
-            return value
-    nb = os.environ.get("JPY_SESSION_NAME")
-    return nb if nb and nb.endswith(".ipynb") else None
+            # jupyter_server names it relative to its root; the kernel runs in the notebook's folder
+            for candidate in (Path(value), Path.cwd() / Path(value).name):
+                if candidate.is_file():
+                    return str(candidate)
+    return None
 
 
 def _api(fn: Any, *args: Any, **kw: Any) -> Any:

@@ -62,6 +62,20 @@ def test_magic_cancel_and_cell(kernel, service):
     assert "cell ran 42" in out["stdout"] and f"[task {cid} succeeded]" in out["stdout"], out
 
 
+def test_magic_submits_its_own_notebook(kernel, service):
+    from .conftest import notebook
+
+    api = Api(service.url, service.token("magicuser"))
+    kernel.run("%load_ext tacc_hub")
+    (kernel.cwd / "current.ipynb").write_text(notebook(["x = 20 + 1", "print('notebook says', x * 2)"]))
+    out = kernel.run("%tacc submit --no-monitor --time 5m")
+    tid = submitted_id(out)
+    task = api.wait_status(tid, {"succeeded", "failed"}, timeout=120)
+    assert task["status"] == "succeeded" and task["name"] == "current"
+    out = kernel.run(f"%tacc logs {tid}")
+    assert "notebook says 42" in out["stdout"], out
+
+
 def test_magic_user_errors_have_no_traceback(kernel):
     kernel.run("%load_ext tacc_hub")
     (kernel.cwd / "script.py").write_text("print('x')\n")
