@@ -157,7 +157,7 @@ def capture(
     if not folder.is_dir():
         raise CaptureError(f"{folder} is not a directory")
 
-    info = git_info(folder)
+    info = git_info(folder, within=root)
     code_root, files = _code_files(folder, info, root)
     workdir = folder.relative_to(code_root).as_posix() if folder != code_root else "."
 

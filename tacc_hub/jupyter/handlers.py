@@ -117,6 +117,9 @@ class CaptureHandler(TaccHandler):
         if not isinstance(resources, dict) or not isinstance(args, list) or not all(isinstance(a, str) for a in args):
             self._fail(400, "resources must be an object and args a list of strings")
             return
+        if not all(isinstance(body.get(k), str | None) for k in ("name", "runtime", "kernel_id")):
+            self._fail(400, "name, runtime and kernel_id must be strings")
+            return
         python = self._kernel_python(str(body["kernel_id"])) if body.get("kernel_id") else None
         try:
             cap = await self._run(
@@ -190,9 +193,20 @@ class LogStreamHandler(TaccHandler):
             offset = int(last)
         target = f"{url.rstrip('/')}/api/tasks/{int(task_id)}/logs/stream?{urlencode({'offset': offset})}"
         started = False
+        upstream_status = 0
+        error_body = bytearray()
+
+        def on_header(line: str) -> None:
+            nonlocal upstream_status
+            if line.startswith("HTTP/"):  # a status line (a 100 Continue would be followed by another)
+                parts = line.split(" ", 2)
+                upstream_status = int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 502
 
         def on_chunk(chunk: bytes) -> None:
             nonlocal started
+            if upstream_status >= 400:
+                error_body.extend(chunk[: 65536 - len(error_body)])
+                return
             if not started:
                 started = True
                 self.set_header("Content-Type", "text/event-stream")
@@ -202,18 +216,18 @@ class LogStreamHandler(TaccHandler):
             self.flush()
 
         request = HTTPRequest(target, headers={"Authorization": f"token {token}"} if token else {},
-                              streaming_callback=on_chunk, request_timeout=0, connect_timeout=20)
+                              header_callback=on_header, streaming_callback=on_chunk, request_timeout=0,
+                              connect_timeout=20)
         try:
             await AsyncHTTPClient().fetch(request, raise_error=True)
         except HTTPClientError as exc:
             if started:
                 return
             message = exc.message or "error"
-            if exc.response is not None and exc.response.body:
-                try:
-                    message = json.loads(exc.response.body).get("message", message)
-                except ValueError:
-                    pass
+            try:
+                message = json.loads(bytes(error_body)).get("message", message)
+            except ValueError:
+                pass
             self._fail(exc.code if exc.code != 599 else 502, message)
             return
         except StreamClosedError:

@@ -125,6 +125,8 @@ def test_submit_runs_and_logs_are_relayed(jp_asyncio_loop, jp_fetch, jp_root_dir
     assert code == 200 and int(tid) in [t["id"] for t in listing["tasks"]]
     code, missing = call(loop, jp_fetch, "GET", "tasks", "999999")
     assert code == 404 and missing["message"]
+    code, missing = call(loop, jp_fetch, "GET", "tasks", "999999", "logs", "stream")
+    assert code == 404 and missing["message"] and "<" not in missing["message"], missing
 
 
 def test_cancel_through_extension(jp_asyncio_loop, jp_fetch, jp_root_dir, tacc_env):
@@ -156,3 +158,18 @@ def test_snapshot_digest_is_the_archive_sha(jp_asyncio_loop, jp_fetch, jp_root_d
     assert cap.spec.code.digest == digest_of(cap.archive)
     code, body = call(jp_asyncio_loop, jp_fetch, "POST", "capture", body={"path": "s.py", "packages": False})
     assert code == 200 and body["digest"] == cap.digest
+
+
+def test_repository_reaching_outside_root_is_cut_to_the_root(jp_asyncio_loop, jp_fetch, jp_root_dir, tmp_path):
+    (tmp_path / "outside-secret.txt").write_text("committed secret\n")
+    (jp_root_dir / "work").mkdir()
+    (jp_root_dir / "work" / "run.py").write_text("print('run')\n")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "outside-secret.txt", "root_dir/work/run.py")
+    git(tmp_path, "commit", "-qm", "c")
+    (tmp_path / "outside-secret.txt").write_text("dirty secret\n")
+    (jp_root_dir / "work" / "run.py").write_text("print('run, changed')\n")
+    code, body = call(jp_asyncio_loop, jp_fetch, "POST", "capture", body={"path": "work/run.py", "packages": False})
+    assert code == 200, body
+    assert "secret" not in json.dumps(body)
+    assert "run, changed" in body["diff"] and "run.py" in body["files"]
