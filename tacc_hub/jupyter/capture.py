@@ -79,7 +79,7 @@ def resolve_inside(root_dir: Path | None, path: str | Path) -> Path:
 
 
 def _safe_name(text: str) -> str:
-    name = "".join(c if c.isalnum() or c in "._-" else "-" for c in text)[:64].lstrip("._-")
+    name = "".join(c if c.isalnum() or c in "._-" else "-" for c in text)[:64].strip("._-")
     return name or "tacc-task"
 
 

@@ -70,6 +70,13 @@ def test_capture_notebook_in_git_repo(jp_asyncio_loop, jp_fetch, jp_root_dir, ta
     assert changed["spec"]["code"]["digest"] != spec["code"]["digest"]
     assert not (jp_root_dir / "x").exists()
 
+    # The service accepts it as it is, pinned packages included (compiled, not run: a dry run).
+    from tacc_hub.client import TaccClient
+
+    with TaccClient(tacc_env.url, tacc_env.token("nbuser")) as client:
+        plan = client.submit(changed["spec"], dry_run=True)
+    assert plan["digest"] == changed["digest"] and plan["plan"]["env"]["kind"] == "venv", plan
+
     # a bad resource value is a field error, not a crash
     code, bad = call(jp_asyncio_loop, jp_fetch, "POST", "capture", body={**req, "resources": {"gpus": -1}})
     assert code == 400 and bad["errors"][0]["field"] == "resources.gpus_per_node"
