@@ -179,7 +179,16 @@ class LogsHandler(TaccHandler):
 
 
 class LogStreamHandler(TaccHandler):
-    """Relays the service's SSE log stream byte for byte (non-blocking, chunk by chunk)."""
+    """Relays the service's SSE log stream byte for byte (non-blocking, chunk by chunk).
+
+    When the browser goes away the upstream request is dropped at its next chunk.
+    """
+
+    _gone = False
+
+    def on_connection_close(self) -> None:
+        self._gone = True
+        super().on_connection_close()
 
     @web.authenticated
     @authorized
@@ -204,6 +213,8 @@ class LogStreamHandler(TaccHandler):
 
         def on_chunk(chunk: bytes) -> None:
             nonlocal started
+            if self._gone:
+                raise StreamClosedError()  # aborts the upstream fetch
             if upstream_status >= 400:
                 error_body.extend(chunk[: 65536 - len(error_body)])
                 return
@@ -221,7 +232,7 @@ class LogStreamHandler(TaccHandler):
         try:
             await AsyncHTTPClient().fetch(request, raise_error=True)
         except HTTPClientError as exc:
-            if started:
+            if started or self._gone:
                 return
             message = exc.message or "error"
             try:
@@ -233,7 +244,7 @@ class LogStreamHandler(TaccHandler):
         except StreamClosedError:
             return  # the browser went away
         except OSError as exc:
-            if not started:
+            if not started and not self._gone:
                 self._fail(502, f"cannot reach the tacc_hub service at {url}: {exc}")
             return
         self.finish()

@@ -41,3 +41,43 @@ def test_cell_capture_runs_from_the_current_folder(tmp_path):
     assert cap.spec.name == "my-cell" and cap.spec.entrypoint.argv == ["python", CELL_SCRIPT]
     assert cap.spec.resources.total_gpus == 4 and cap.spec.runtime.kind == "torchrun"
     assert cap.files == ["data.txt", CELL_SCRIPT] and not cap.spec.environment.requirements
+
+
+def test_conda_environment_is_captured(tmp_path, monkeypatch):
+    conda = tmp_path / "conda"
+    doc = {"name": "research", "channels": ["conda-forge"],
+           "dependencies": ["python=3.11.9", "numpy=1.26.4", {"pip": ["einops==0.8.0"]}]}
+    check = "[ \"$1 $2 $3\" = 'env export --prefix' ] || exit 3"
+    conda.write_text(f"#!/bin/sh\n{check}\ncat <<'J'\n{json.dumps(doc)}\nJ\n")
+    conda.chmod(0o755)
+    monkeypatch.setenv("CONDA_EXE", str(conda))
+    monkeypatch.setenv("CONDA_PREFIX", str(tmp_path / "env"))
+    (tmp_path / "s.py").write_text("print(1)\n")
+    cap = capture(tmp_path / "s.py")
+    assert cap.spec.environment.conda is not None and not cap.spec.environment.requirements
+    assert cap.spec.environment.conda.dependencies == ["python=3.11.9", "numpy=1.26.4"]
+    assert cap.spec.environment.conda.channels == ["conda-forge"]
+    assert any("1 pip packages inside the conda env" in n for n in cap.notes)
+
+
+def test_plain_ipython_prints_instead_of_a_monitor(service, tmp_path, monkeypatch, capsys):
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from tests.e2e.conftest import Api
+
+    monkeypatch.setenv("TACC_URL", service.url)
+    monkeypatch.setenv("TACC_TOKEN", service.token("plainuser"))
+    monkeypatch.setenv("TACC_CONFIG", "/nonexistent")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.py").write_text("print('plain ipython')\n")
+    shell = InteractiveShell.instance()
+    try:
+        shell.run_line_magic("load_ext", "tacc_hub")
+        result = shell.run_line_magic("tacc", "submit p.py --no-packages")
+    finally:
+        InteractiveShell.clear_instance()
+    out = capsys.readouterr().out
+    assert result is None and "submitted task" in out and "follow it with: %tacc logs" in out, out
+    tid = int(out.split("submitted task ")[1].split()[0])
+    api = Api(service.url, service.token("plainuser"))
+    assert api.wait_status(tid, {"succeeded", "failed"}, timeout=120)["status"] == "succeeded"
