@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tacc_hub.schema import SnapshotCode, SpecError, TaskSpec, spec_from_data
+from tacc_hub.schema import GitCode, SnapshotCode, SpecError, TaskSpec, spec_from_data
 from tacc_hub.snapshot import DEFAULT_EXCLUDES, SnapshotError, digest_of, pack
 
-from .envinfo import GitInfo, conda_environment, git_info, packages
+from .envinfo import GitInfo, conda_environment, git_info, new_file_patch, on_a_remote, packages, worktree_patch
 
 CELL_SCRIPT = "tacc_cell.py"
 # Request keys -> spec fields (resources and the runtime the user may choose).
@@ -138,8 +138,16 @@ def capture(
     args: list[str] | None = None,
     pin_packages: bool = True,
     python: str | None = None,
+    code: str = "snapshot",
 ) -> Captured:
-    """Capture PATH (a notebook or a script) or a cell's code run from ``cwd``."""
+    """Capture PATH (a notebook or a script) or a cell's code run from ``cwd``.
+
+    ``code="git"``: instead of a snapshot, the repository's ``origin`` at HEAD (which must be on a
+    remote branch) plus a patch of everything uncommitted (untracked files and the generated script
+    included); nothing is uploaded and the service clones it.
+    """
+    if code not in ("snapshot", "git"):
+        raise CaptureError(f"code must be 'snapshot' or 'git', not {code!r}")
     root = Path(root_dir).resolve() if root_dir is not None else None
     notes: list[str] = []
     if cell is not None:
@@ -172,7 +180,7 @@ def capture(
         if target.suffix == ".ipynb":
             body, nb_notes = notebook_to_script(target)
             notes += nb_notes
-            script = target.stem + ".tacc.py"
+            script = (target.stem if code == "snapshot" else _safe_name(target.stem)) + ".tacc.py"
             extra[posixjoin(workdir, script)] = body
         else:
             script = target.name
@@ -226,9 +234,36 @@ def capture(
         raise CaptureError("the captured task is invalid",
                            errors=[{"field": f, "message": m} for f, m in exc.errors]) from None
 
+    if code == "git":
+        git_code = _git_code(info, code_root, {k: v for k, v in extra.items() if not k.startswith(".tacc/")})
+        spec = spec.model_copy(update={"code": git_code})
+        files = sorted(set(files) | {k for k in extra if not k.startswith(".tacc/")})
+        return Captured(spec=spec, archive=b"", files=files, diff=git_code.patch or "", git=git_json, notes=notes)
     archive, all_files = _snapshot(code_root, files, extra)
     spec = spec.model_copy(update={"code": SnapshotCode(digest=digest_of(archive), size=len(archive))})
     return Captured(spec=spec, archive=archive, files=all_files, diff=diff, git=git_json, notes=notes)
+
+
+def _git_code(info: GitInfo | None, code_root: Path, generated: dict[str, str]) -> GitCode:
+    if info is None or not info.commit:
+        raise CaptureError("code 'git' needs a git repository with at least one commit")
+    if info.toplevel.resolve() != code_root:
+        raise CaptureError("code 'git': the repository reaches outside the server's root; use a snapshot", 403)
+    if not info.remote:
+        raise CaptureError("code 'git': the repository has no 'origin' remote to clone from")
+    url = f"file://{info.remote}" if info.remote.startswith("/") else info.remote
+    clash = sorted(p for p in generated if (code_root / p).exists())
+    if clash:
+        raise CaptureError(f"code 'git': {clash[0]} already exists; remove it or send a snapshot")
+    if not on_a_remote(info.toplevel, info.commit):
+        raise CaptureError(f"code 'git': commit {info.commit[:12]} is on no remote branch; push it first")
+    try:
+        patch = worktree_patch(info.toplevel) + "".join(new_file_patch(p, t) for p, t in sorted(generated.items()))
+        return GitCode(url=url, commit=info.commit, patch=patch or None)
+    except OSError as exc:
+        raise CaptureError(str(exc)) from None
+    except ValueError as exc:  # pydantic: a URL the schema refuses, a patch too large
+        raise CaptureError(f"code 'git': {exc}") from None
 
 
 def posixjoin(folder: str, name: str) -> str:
@@ -260,8 +295,7 @@ def _snapshot(code_root: Path, files: list[str], extra: dict[str, str]) -> tuple
 def submit_captured(client: Any, cap: Captured) -> dict[str, Any]:
     """Upload the snapshot (unless the service has it) and submit the spec, as tcloud does."""
     code = cap.spec.code
-    assert isinstance(code, SnapshotCode)
-    if not client.has_code(code.digest):
+    if isinstance(code, SnapshotCode) and not client.has_code(code.digest):
         client.upload_code(code.digest, cap.archive)
     return dict(client.submit(cap.spec.model_dump(mode="json", by_alias=True)))
 

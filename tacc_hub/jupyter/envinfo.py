@@ -136,11 +136,11 @@ _GIT_OPTS = ["-c", "core.fsmonitor=false", "-c", "core.quotepath=off", "-c", "di
              "-c", "core.hooksPath=/dev/null"]
 
 
-def git(folder: Path, *args: str, check: bool = True, timeout: float = 60) -> str | None:
-    """Output of ``git -C FOLDER ARGS`` (text), or None where git is missing or fails and check is False."""
+def git(folder: Path, *args: str, timeout: float = 60, env: dict[str, str] | None = None) -> str | None:
+    """Output of ``git -C FOLDER ARGS`` (text), or None where git is missing or fails."""
     try:
         out = subprocess.run(["git", *_GIT_OPTS, "-C", str(folder), *args], capture_output=True,
-                             timeout=timeout, env={**os.environ, **_GIT_ENV}, check=False)
+                             timeout=timeout, env={**os.environ, **_GIT_ENV, **(env or {})}, check=False)
     except (OSError, subprocess.SubprocessError):
         return None
     if out.returncode != 0:
@@ -187,3 +187,37 @@ def git_info(folder: Path, within: Path | None = None) -> GitInfo | None:
     return GitInfo(toplevel=toplevel, commit=commit.strip() if commit else None,
                    branch=branch.strip() if branch else None, remote=remote.strip() if remote else None,
                    dirty=dirty, diff=diff, files=files)
+
+
+def worktree_patch(toplevel: Path) -> str:
+    """Everything that differs from HEAD, untracked-not-ignored files included, as one binary-safe patch.
+
+    Built in a throwaway index (``GIT_INDEX_FILE``), so the user's index is left as it was.
+    """
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="tacc-index-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        staged = git(toplevel, "read-tree", "HEAD", env=env) is not None
+        if not staged or git(toplevel, "add", "-A", "--", ".", env=env) is None:
+            raise OSError(f"git could not stage the working tree of {toplevel}")
+        out = git(toplevel, "diff", "--cached", "--binary", "--no-ext-diff", "--no-textconv", "HEAD", "--", env=env)
+    if out is None:
+        raise OSError(f"git diff failed in {toplevel}")
+    return out
+
+
+def on_a_remote(toplevel: Path, commit: str) -> bool:
+    """Whether a remote-tracking branch (as last fetched) contains ``commit``."""
+    out = git(toplevel, "branch", "--remotes", "--contains", commit, "--format=%(refname)")
+    return bool(out and out.strip())
+
+
+def new_file_patch(path: str, text: str) -> str:
+    """A git patch that creates PATH (a plain name we generated) holding TEXT."""
+    if not text.endswith("\n"):
+        text += "\n"
+    lines = text.splitlines(keepends=True)
+    body = "".join("+" + line for line in lines)
+    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
+            f"@@ -0,0 +1,{len(lines)} @@\n{body}")

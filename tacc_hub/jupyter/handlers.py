@@ -9,7 +9,8 @@ in a thread pool; the log stream is relayed with tornado's non-blocking HTTP cli
 Routes (``PATH`` is relative to the server's root directory; anything outside it is 403):
 
 - ``POST /tacc/api/capture``   body ``{"path", "name"?, "resources"?: {nodes, gpus, tasks_per_node, cpus,
-  memory, time, partition, gpu_type}, "runtime"?, "args"?, "packages"?: bool, "kernel_id"?}`` →
+  memory, time, partition, gpu_type}, "runtime"?, "args"?, "packages"?: bool, "kernel_id"?,
+  "code"?: "snapshot" (default) | "git"}`` →
   ``{"digest", "spec", "files", "snapshot_bytes", "git", "diff", "notes"}`` (nothing is sent).
 - ``POST /tacc/api/submit``    the same body → that preview plus ``"task"`` (the created task).
 - ``GET  /tacc/api/tasks``     ``?state=a,b&limit=N`` → the service's task list.
@@ -125,7 +126,7 @@ class CaptureHandler(TaccHandler):
             cap = await self._run(
                 capture, body["path"], root_dir=self.settings["server_root_dir"], name=body.get("name"),
                 resources=resources, runtime=body.get("runtime"), args=args,
-                pin_packages=bool(body.get("packages", True)), python=python,
+                pin_packages=bool(body.get("packages", True)), python=python, code=str(body.get("code", "snapshot")),
             )
         except CaptureError as exc:
             self._fail(exc.status, exc.message, exc.errors)

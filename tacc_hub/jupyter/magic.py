@@ -3,7 +3,8 @@
 ```
 %load_ext tacc_hub
 %tacc submit [NOTEBOOK|SCRIPT] [--gpus N] [--nodes N] [--tasks-per-node N] [--cpus N] [--memory M]
-             [--time T] [--partition P] [--runtime NAME] [--name NAME] [--no-packages] [-- ARGS...]
+             [--time T] [--partition P] [--runtime NAME] [--name NAME] [--code snapshot|git]
+             [--no-packages] [--no-monitor] [-- ARGS...]
 %%tacc [same options]            the cell's code runs as a task (from the current directory's code)
 %tacc ps [-s STATE] [-n N]       your tasks
 %tacc show ID | logs ID [-f] | cancel ID...
@@ -52,6 +53,8 @@ def _resource_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--partition")
     p.add_argument("--runtime", help="plain, torchrun, deepspeed, ...")
     p.add_argument("--name")
+    p.add_argument("--code", choices=["snapshot", "git"], default="snapshot",
+                   help="send a snapshot (default), or the origin remote's commit plus a patch")
     p.add_argument("--no-packages", action="store_true", help="leave the pinned packages out of the spec")
     p.add_argument("--no-monitor", action="store_true", help="print instead of showing the live monitor")
 
@@ -151,7 +154,8 @@ class TaccMagics(Magics):
     def _submit(self, ns: argparse.Namespace, *, path: str | None, cell: str | None, args: list[str]) -> Any:
         try:
             cap = capture(path, cell=cell, cwd=Path.cwd(), name=ns.name, resources=_resources(ns),
-                          runtime=ns.runtime, args=args, pin_packages=not ns.no_packages and _packages_default())
+                          runtime=ns.runtime, args=args, pin_packages=not ns.no_packages and _packages_default(),
+                          code=ns.code)
         except CaptureError as exc:
             detail = "".join(f"\n  {e.get('field')}: {e.get('message')}" for e in exc.errors)
             raise UsageError(f"tacc: {exc.message}{detail}") from None

@@ -180,3 +180,45 @@ def test_repository_reaching_outside_root_is_cut_to_the_root(jp_asyncio_loop, jp
     assert code == 200, body
     assert "secret" not in json.dumps(body)
     assert "run, changed" in body["diff"] and "run.py" in body["files"]
+
+
+def test_git_code_is_cloned_and_patched_by_the_service(jp_asyncio_loop, jp_fetch, jp_root_dir, tmp_path, tacc_env):
+    loop = jp_asyncio_loop
+    remote = tmp_path / "remote.git"
+    git(tmp_path, "init", "-q", "--bare", str(remote))
+    repo = make_repo(jp_root_dir)
+    req = {"path": "proj/analysis.ipynb", "packages": False, "code": "git"}
+    code, body = call(loop, jp_fetch, "POST", "capture", body=req)
+    assert code == 400 and "origin" in body["message"]
+    git(repo, "remote", "add", "origin", str(remote))
+    code, body = call(loop, jp_fetch, "POST", "capture", body=req)
+    assert code == 400 and "push it first" in body["message"]
+    git(repo, "push", "-q", "origin", "HEAD:main")
+    git(repo, "fetch", "-q", "origin")
+    (repo / "helper.py").write_text("GREETING = 'hello, uncommitted'\n")
+    (repo / "extra.py").write_text("# untracked\n")
+
+    code, first = call(loop, jp_fetch, "POST", "capture", body=req)
+    assert code == 200, first
+    spec = first["spec"]
+    assert spec["code"]["kind"] == "git" and spec["code"]["url"] == f"file://{remote}"
+    assert spec["code"]["commit"] == first["git"]["commit"]
+    for piece in ("+GREETING = 'hello, uncommitted'", "b/extra.py", "b/analysis.tacc.py"):
+        assert piece in spec["code"]["patch"]
+    assert spec_from_data(spec).digest == first["digest"]
+    (repo / "helper.py").write_text("GREETING = 'hello, changed again'\n")
+    code, second = call(loop, jp_fetch, "POST", "submit", body=req)
+    assert code == 200 and second["digest"] != first["digest"], second
+    tid = str(second["task"]["id"])
+
+    async def until_done() -> dict:
+        for _ in range(600):
+            t = json.loads((await jp_fetch("tacc", "api", "tasks", tid)).body)
+            if t["status"] in ("succeeded", "failed", "cancelled", "lost"):
+                return t
+            await asyncio.sleep(0.1)
+        raise AssertionError("task did not end")
+
+    assert loop.run_until_complete(until_done())["status"] == "succeeded"
+    code, logs = call(loop, jp_fetch, "GET", "tasks", tid, "logs")
+    assert "hello, changed again from nb" in logs["data"], logs
