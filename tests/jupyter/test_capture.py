@@ -18,8 +18,28 @@ def test_packages_of_another_interpreter_match_in_process(tmp_path):
     here, there = packages(None), packages(str(wrapper))
     assert there.python == here.python == f"{sys.version_info[0]}.{sys.version_info[1]}"
     assert there.requirements == here.requirements and any(r.startswith("ipykernel==") for r in there.requirements)
-    assert not any(r.lower().startswith(("pip==", "tacc-hub", "tacc_hub")) for r in there.requirements)
-    assert any("tacc_hub" in n and "editable" in n for n in there.notes)
+    assert not any(r.lower().startswith("pip==") for r in there.requirements)
+    assert there.notes == here.notes
+
+
+def test_pinning_leaves_out_what_cannot_be_rebuilt(monkeypatch):
+    from tacc_hub.jupyter import envinfo
+
+    dists = [
+        ["numpy", "1.26.4", None],
+        ["Numpy", "1.26.4", None],  # a second copy on the path: pinned once
+        ["pip", "24.0", None],
+        ["mylib", "0.1", json.dumps({"url": "file:///home/u/mylib", "dir_info": {"editable": True}})],
+        ["local", "2.0", json.dumps({"url": "file:///tmp/local-2.0.tar.gz", "archive_info": {}})],
+        ["fromgit", "3.0", json.dumps({"url": "https://example.org/r.git", "vcs_info": {"vcs": "git"}})],
+        ["wheel-url", "4.0", json.dumps({"url": "https://example.org/w-4.0-py3-none-any.whl", "archive_info": {}})],
+    ]
+    monkeypatch.setattr(envinfo, "_inventory", lambda python: {"python": "3.12", "dists": dists})
+    pk = envinfo.packages("/some/other/python")
+    assert pk.python == "3.12"
+    assert pk.requirements == ["numpy==1.26.4", "wheel-url @ https://example.org/w-4.0-py3-none-any.whl"]
+    assert [n.split(":")[0] for n in pk.notes] == ["skipped fromgit 3.0", "skipped local 2.0", "skipped mylib 0.1"]
+    assert "editable" in pk.notes[2]
 
 
 def test_capture_for_a_kernel_of_the_server(jp_asyncio_loop, jp_fetch, jp_root_dir):
