@@ -3,7 +3,7 @@
 ``capture`` is shared by the server extension and the ``%tacc`` magic. The code is the
 notebook's git repository (its tracked and untracked-not-ignored files, so the uncommitted
 state is what runs) or, outside git, its folder; a notebook becomes a script (nbconvert)
-next to it; ``.tacc/`` in the snapshot records the git commit, branch and uncommitted diff.
+next to it; ``.tacc-capture/`` in the snapshot records the git commit, branch and uncommitted diff.
 The spec's code is the snapshot's digest, as ``tcloud submit`` makes it, so the spec digest
 changes whenever a file of the code does.
 
@@ -28,6 +28,7 @@ from tacc_hub.snapshot import DEFAULT_EXCLUDES, SnapshotError, digest_of, pack
 from .envinfo import GitInfo, conda_environment, git_info, new_file_patch, on_a_remote, packages, worktree_patch
 
 CELL_SCRIPT = "tacc_cell.py"
+PROVENANCE = ".tacc-capture/"  # generated: git.json (commit, branch, remote, dirty) and git.diff
 # Request keys -> spec fields (resources and the runtime the user may choose).
 RESOURCE_FIELDS = {
     "nodes": "resources.nodes", "gpus": "resources.gpus_per_node", "gpus_per_node": "resources.gpus_per_node",
@@ -188,11 +189,12 @@ def capture(
     diff = ""
     if info is not None:
         git_json = info.as_json()
-        git_json["toplevel"] = str(info.toplevel)
         diff = info.diff
-        extra[".tacc/git.json"] = json.dumps(git_json, indent=2, sort_keys=True) + "\n"
+        # Not the repository's path: the same code checked out elsewhere keeps its digest.
+        recorded = {k: v for k, v in git_json.items() if k != "toplevel"}
+        extra[PROVENANCE + "git.json"] = json.dumps(recorded, indent=2, sort_keys=True) + "\n"
         if diff:
-            extra[".tacc/git.diff"] = diff
+            extra[PROVENANCE + "git.diff"] = diff
         if info.toplevel.resolve() != code_root:
             notes.append(f"the git repository {info.toplevel} is outside the server's root: only {folder} is sent")
 
@@ -235,9 +237,9 @@ def capture(
                            errors=[{"field": f, "message": m} for f, m in exc.errors]) from None
 
     if code == "git":
-        git_code = _git_code(info, code_root, {k: v for k, v in extra.items() if not k.startswith(".tacc/")})
+        git_code = _git_code(info, code_root, {k: v for k, v in extra.items() if not k.startswith(PROVENANCE)})
         spec = spec.model_copy(update={"code": git_code})
-        files = sorted(set(files) | {k for k in extra if not k.startswith(".tacc/")})
+        files = sorted(set(files) | {k for k in extra if not k.startswith(PROVENANCE)})
         return Captured(spec=spec, archive=b"", files=files, diff=git_code.patch or "", git=git_json, notes=notes)
     archive, all_files = _snapshot(code_root, files, extra)
     spec = spec.model_copy(update={"code": SnapshotCode(digest=digest_of(archive), size=len(archive))})

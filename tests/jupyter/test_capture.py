@@ -101,3 +101,23 @@ def test_plain_ipython_prints_instead_of_a_monitor(service, tmp_path, monkeypatc
     tid = int(out.split("submitted task ")[1].split()[0])
     api = Api(service.url, service.token("plainuser"))
     assert api.wait_status(tid, {"succeeded", "failed"}, timeout=120)["status"] == "succeeded"
+
+
+def test_the_same_code_elsewhere_has_the_same_digest(tmp_path):
+    import shutil
+
+    from .conftest import git
+
+    first = tmp_path / "a" / "proj"
+    first.mkdir(parents=True)
+    (first / "run.py").write_text("print('v1')\n")
+    git(first, "init", "-q")
+    git(first, "add", ".")
+    git(first, "commit", "-qm", "c")
+    (first / "run.py").write_text("print('v2')\n")
+    second = tmp_path / "b" / "elsewhere"
+    shutil.copytree(first, second, symlinks=True)
+    one = capture(first / "run.py", pin_packages=False)
+    two = capture(second / "run.py", pin_packages=False)
+    assert one.git["toplevel"] != two.git["toplevel"] and one.digest == two.digest
+    assert ".tacc-capture/git.diff" in one.files and "+print('v2')" in one.diff

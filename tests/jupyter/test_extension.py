@@ -55,7 +55,7 @@ def test_capture_notebook_in_git_repo(jp_asyncio_loop, jp_fetch, jp_root_dir, ta
     assert any(r.startswith("nbconvert==") for r in spec["environment"]["requirements"])
     # What the service validates; the digest is the one tcloud computes (spec with the snapshot's sha256).
     assert spec_from_data(spec).digest == first["digest"]
-    assert {"helper.py", "analysis.ipynb", "analysis.tacc.py", ".tacc/git.json", ".tacc/git.diff",
+    assert {"helper.py", "analysis.ipynb", "analysis.tacc.py", ".tacc-capture/git.json", ".tacc-capture/git.diff",
             "-n; rm -rf ~ $(x).py"} <= set(first["files"])
     assert not any(f.startswith("data/") for f in first["files"])  # ignored by git: not sent
     assert "+GREETING = 'hello, dirty'" in first["diff"]
