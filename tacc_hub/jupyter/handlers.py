@@ -182,7 +182,8 @@ class LogsHandler(TaccHandler):
 class LogStreamHandler(TaccHandler):
     """Relays the service's SSE log stream byte for byte (non-blocking, chunk by chunk).
 
-    When the browser goes away the upstream request is dropped at its next chunk.
+    When the browser goes away the upstream request is dropped at its next chunk (a log line, or the
+    service's keep-alive, sent at least every 15 s).
     """
 
     _gone = False
