@@ -52,7 +52,7 @@ from typing import ClassVar
 
 from ..cluster import Placement
 from ..policy import Action, Explanation, Preempt, Quotas, Start, TaskView, View, Wake
-from ..topology import FreeMap, MapCache, Plan, min_nodes
+from ..topology import FreeCounts, FreeMap, MapCache, Plan, min_nodes
 from .tacc_queue import Queue, Rank
 from .tacc_running import Running
 
@@ -214,12 +214,14 @@ class _Pass:
         p, free, _now = self.p, self.free, self.now
         worst = p.running.worst_level()
         head: tuple[Rank, TaskView] | None = None
+        head_lv: tuple[int, int, int] = (0, 0, 0)
         shadow: tuple[float, int] | None = None
         tested = 0
         failed: set[tuple[int, int, bool, bool]] = set()
         pfail = 1 << 30  # the fewest GPUs a flexible task failed to get by preemption in this pass
         prev: tuple[tuple[int, int, int], int] | None = None  # the last task walked: (level, id)
         left: tuple[int, int, int] | None = None  # the best level walked that did not start
+        quotas, reclaim, max_bf = self.q is not None, self.reclaim, p.max_backfill_test
         for rank, t in p.queue.ranked(self.view):
             lv = rank[:3]
             if left is None and prev is not None and not self._started(prev[1]):
@@ -227,21 +229,22 @@ class _Pass:
             prev = (lv, t.id)
             can_preempt = worst is not None and worst > lv
             if free.total == 0 and (self.searches >= p.max_preempt_test or (
-                    (not can_preempt or pfail <= 1) and not self.reclaim)):
+                    (not can_preempt or pfail <= 1) and not reclaim)):
                 break  # nothing free, and nobody below can (or may, in this pass) preempt: victims only shrink
             if head is not None:
                 tested += 1
-                if tested > p.max_backfill_test:
+                if tested > max_bf:
                     break
-            if self.quota_blocks(t):
+            if quotas and self.quota_blocks(t):
                 continue
             bf_ok, bf_shadow = True, shadow
             if head is not None:  # checked before any placement work: most candidates fail it
                 if shadow is None:
                     shadow = bf_shadow = self.reserve(head[1])
-                bf_ok, bf_shadow = self.backfill_ok(t, lv, head[0][:3], shadow)
-                if not bf_ok and not can_preempt and not self.below_guarantee(t):
-                    continue
+                if not (t.preemptible and lv > head_lv):  # (else it may backfill: the head can take it back)
+                    bf_ok, bf_shadow = self.backfill_ok(t, shadow)
+                    if not bf_ok and not can_preempt and not (reclaim and self.below_guarantee(t)):
+                        continue
             shape = (t.nodes, t.gpus_per_node, t.flexible, t.spread_ok)
             fit: _Fit | None = None
             # planned even when backfill forbids a start on free GPUs: a packed fit on free GPUs then needs no
@@ -276,7 +279,7 @@ class _Pass:
                 if tried:
                     failed.add(shape)
                 if head is None:
-                    head = (rank, t)
+                    head, head_lv = (rank, t), lv
                 continue
             if head is not None and not taken:  # (backfill allowed it: checked above)
                 shadow = bf_shadow
@@ -481,14 +484,7 @@ class _Pass:
         return hit
 
     def _packed_wait(self, t: TaskView) -> float:
-        sim = self.base.copy()
-        for a in self.out:  # in order: a start may use GPUs a preemption before it freed
-            if isinstance(a, Start):
-                sim.take(a.placement)
-            elif isinstance(a, Preempt):
-                v = self.view.running[a.task_id]
-                if v.placement is not None:
-                    sim.give(v.placement)
+        sim = FreeCounts(self.free)  # the pass's map: the view's free slots with this pass's actions applied
         shape = (t.nodes, t.gpus_per_node, t.flexible)
         already = sim.packed(*shape)  # then packed after the first give too (more free GPUs never unpack)
         for k, (end, _, v) in enumerate(self.running_ends()):
@@ -518,10 +514,9 @@ class _Pass:
                 return end, avail - head.gpus
         return math.inf, 0
 
-    def backfill_ok(self, t: TaskView, lv: tuple[int, int, int], head_lv: tuple[int, int, int],
-                    shadow: tuple[float, int]) -> tuple[bool, tuple[float, int]]:
-        if t.preemptible and lv > head_lv:
-            return True, shadow
+    def backfill_ok(self, t: TaskView, shadow: tuple[float, int]) -> tuple[bool, tuple[float, int]]:
+        """Whether ``t`` may start without delaying the head's reserved start, and the reservation after it
+        (for a task not both preemptible and ranked below the head: such a one may always start)."""
         at, extra = shadow
         if self.now + self.p.queue.expected_run(t) <= at:
             return True, shadow

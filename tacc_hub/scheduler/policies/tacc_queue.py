@@ -85,6 +85,10 @@ class Queue:
         self.shift: dict[tuple[str, str], int] = {}
         self.last_calc: float | None = None
         self.epoch = 0  # bumped whenever ranks of running tasks must be recomputed
+        # every listed entry, as (rank, view), in one sorted list (None: not kept); kept only while no known task
+        # has a priority (then each list is sorted by rank too, and ``ranked`` needs no merge)
+        self.flat: list[tuple[Rank, TaskView]] | None = None
+        self.prioritized = 0  # known tasks with a priority other than 0
 
     # -- rank ------------------------------------------------------------------------------------
 
@@ -132,6 +136,19 @@ class Queue:
         level = self.base_level(t, t.done) - self.tier(t, now)
         return (QOS_RANK.get(t.qos, 1), -t.priority, level, t.submit, t.id)
 
+    def _flat_rank(self, e: tuple[Any, int, int, TaskView]) -> Rank:
+        key, t = e[0], e[3]
+        return (1, key[0], key[2] + self.shift.get((t.group, t.owner), 0), key[3], e[1])
+
+    def _know(self, t: TaskView) -> None:
+        old = self.known.get(t.id)
+        if old is not None and old.priority:
+            self.prioritized -= 1
+        if t.priority:
+            self.prioritized += 1
+            self.flat = None
+        self.known[t.id] = t
+
     def _unlist(self, tid: int) -> None:
         """Drop the task's entries from its list and from ``starving`` (so walks never meet stale ones)."""
         e = self.entry.pop(tid, None)
@@ -142,6 +159,11 @@ class Queue:
                 i = bisect.bisect_left(lst, e)
                 if i < len(lst) and lst[i] is e:
                     del lst[i]
+            flat = self.flat
+            if flat is not None:
+                i = bisect.bisect_left(flat, (self._flat_rank(e),))
+                if i < len(flat) and flat[i][1] is t:
+                    del flat[i]
         se = self.starve_entry.pop(tid, None)
         if se is not None:
             st = self.starving
@@ -156,7 +178,9 @@ class Queue:
         e = (self._key(t, now), t.id, self.seq, t)
         bisect.insort(lst, e)
         self.entry[t.id] = e
-        self.known[t.id] = t
+        self._know(t)
+        if self.flat is not None:
+            bisect.insort(self.flat, (self._flat_rank(e), t))
         self.entries += 1
         ran = t.attained / t.gpus if t.gpus else 0.0
         heapq.heappush(self.starve_heap, (t.submit + ran + self.starve_after, t.id, t))
@@ -170,11 +194,13 @@ class Queue:
         old = [t for tid, t in self.known.items() if tid in waiting]
         self.lists.clear()
         self.known.clear()
+        self.prioritized = 0
         self.entry.clear()
         self.entries = 0
         self.runs.clear()
+        self.flat = None
         for t in old:
-            self.known[t.id] = t
+            self._know(t)
             self.entries += 1
             lst = self.lists.setdefault((t.group, t.owner), [])
             se = self.starve_entry.get(t.id)
@@ -243,7 +269,8 @@ class Queue:
             self.entries = len(known)
 
     def _forget(self, tid: int) -> None:
-        del self.known[tid]
+        if self.known.pop(tid).priority:
+            self.prioritized -= 1
         self._unlist(tid)
         self.runs.pop(tid, None)
 
@@ -304,6 +331,7 @@ class Queue:
         if shift != self.shift:
             self.shift = shift
             self.epoch += 1
+            self.flat = None  # ranks moved: rebuilt on the next walk
 
     # -- order -----------------------------------------------------------------------------------
 
@@ -313,6 +341,12 @@ class Queue:
         for submit, tid, _, t in self.starving:
             if known.get(tid) is t:
                 yield (0, QOS_RANK.get(t.qos, 1), 0, submit, tid), t
+        if not self.prioritized:  # every list is sorted by rank: one sorted list of them all, no merge
+            flat = self.flat
+            if flat is None:
+                flat = self.flat = sorted((self._flat_rank(e), e[3]) for lst in self.lists.values() for e in lst)
+            yield from flat
+            return
         gens = [self._walk(lst, self.shift.get(k, 0)) for k, lst in self.lists.items() if lst]
         if len(gens) == 1:
             yield from gens[0]
