@@ -89,6 +89,7 @@ class Queue:
         # has a priority (then each list is sorted by rank too, and ``ranked`` needs no merge)
         self.flat: list[tuple[Rank, TaskView]] | None = None
         self.prioritized = 0  # known tasks with a priority other than 0
+        self.serial: int | None = None  # ``View.changes.serial`` of the view last synced with
 
     # -- rank ------------------------------------------------------------------------------------
 
@@ -215,11 +216,25 @@ class Queue:
         self.epoch += 1
 
     def _sync(self, view: View) -> None:
-        waiting, known = view.waiting, self.known
+        waiting, known, serial = view.waiting, self.known, self.serial
         for tid in self.hint:  # started last pass: most likely gone
             if tid in known and tid not in waiting:
                 self._forget(tid)
         self.hint = []
+        ch = view.changes
+        self.serial = None if ch is None else ch.serial
+        if ch is not None and ch.since == serial and not self.fresh:  # told what changed: sync just those
+            for tid in ch.waiting:
+                t = waiting.get(tid)
+                seen = known.get(tid)
+                if t is None:
+                    if seen is not None:
+                        self._forget(tid)
+                elif seen is None or (seen is not t and _moved(seen, t)):
+                    self._insert(t, view.now)
+            if len(known) == len(waiting):  # (else the caller left something out: compare all below)
+                self._rise(view.now)
+                return
         if not self.fresh and len(waiting) > len(known):  # arrivals are usually appended: insert the new tail
             new = []
             tail = reversed(waiting) if isinstance(waiting, dict) else reversed(list(waiting))
@@ -244,7 +259,11 @@ class Queue:
             if len(known) != len(waiting):
                 for tid in known.keys() - waiting.keys():
                     self._forget(tid)
-        now = view.now
+        self._rise(view.now)
+
+    def _rise(self, now: float) -> None:
+        """Move the tasks that rose a level or started starving by ``now``; drop lists of users gone."""
+        known = self.known
         heap = self.age_heap
         while heap and heap[0][0] <= now:  # risen a level by waiting: its place in its list moves up
             _, tid, t = heapq.heappop(heap)
@@ -261,7 +280,7 @@ class Queue:
                 self.starve_entry[tid] = se
         # ``entries`` counts inserts since the last compaction (stale ones included): it only decides when
         # lists of (group, user) without waiting tasks are dropped (fair share walks the lists' keys)
-        if self.entries > 2 * len(waiting) + 100:
+        if self.entries > 2 * len(known) + 100:
             live = {(t.group, t.owner) for t in known.values()}
             for k in list(self.lists):
                 if k not in live:

@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from ..cluster import Placement
-from ..policy import Policy, Preempt, Quotas, Start, TaskView, View, Wake
+from ..policy import Changes, Policy, Preempt, Quotas, Start, TaskView, View, Wake
 from ..topology import NodeView, min_nodes
 from .metrics import JobRecord, Metrics, summarize
 from .predict import Predictor
@@ -135,6 +135,9 @@ class Simulator:
         self.busy = 0.0  # GPU-seconds held
         self.calls = 0
         self.spread_starts = 0
+        # ids that entered, left or changed in waiting / running since the last view given to the policy
+        self.moved_w: set[int] = set()
+        self.moved_r: set[int] = set()
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -168,7 +171,9 @@ class Simulator:
                 event = True
             if event and self.waiting and (self.free_total > 0 or self.policy.preemptive):
                 self.calls += 1
-                view = View(now, self.waiting, self.running, self.nodes, self.quotas, self.predictor.history)
+                changes = Changes(self.calls, self.calls - 1, self.moved_w, self.moved_r)
+                self.moved_w, self.moved_r = set(), set()
+                view = View(now, self.waiting, self.running, self.nodes, self.quotas, self.predictor.history, changes)
                 actions = self.policy.schedule(view)
                 self._apply(actions, now)
         wall = time.perf_counter() - t0
@@ -188,10 +193,12 @@ class Simulator:
         )
         self.state[job.id] = _Job(job, view)
         self.waiting[job.id] = view
+        self.moved_w.add(job.id)
 
     def _finish(self, jid: int, now: float) -> None:
         st = self.state.pop(jid)
         view = self.running.pop(jid)
+        self.moved_r.add(jid)
         assert view.start is not None and view.placement is not None
         held = now - view.start
         self.busy += view.gpus * held
@@ -263,6 +270,8 @@ class Simulator:
         del self.waiting[jid]
         running = replace(view, start=now, placement=placement, rate=1.0 / factor)
         self.running[jid] = running
+        self.moved_w.add(jid)
+        self.moved_r.add(jid)
         remaining = max(0.0, st.job.duration - view.done)
         heapq.heappush(self.done_heap, (now + st.overhead + remaining * factor, jid, st.epoch))
 
@@ -294,6 +303,8 @@ class Simulator:
         progress = max(0.0, held - st.overhead) * view.rate
         self._unhold(view)
         del self.running[jid]
+        self.moved_w.add(jid)
+        self.moved_r.add(jid)
         self.waiting[jid] = replace(
             view, start=None, placement=None, rate=1.0, queued=now,
             done=min(st.job.duration, view.done + progress), attained=view.attained + view.gpus * held,
