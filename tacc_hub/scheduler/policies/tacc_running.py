@@ -116,19 +116,19 @@ class Running:
         if told:  # the caller says which tasks changed: sync just those
             assert ch is not None
             for tid in ch.running:
-                t = running.get(tid)
+                nv = running.get(tid)
                 cur = rank.get(tid)
-                if t is None:
+                if nv is None:
                     if cur is not None:
                         self._drop(tid)
                 elif cur is None:
-                    self._add(t, queue, now)
-                elif views[tid] is not t:
-                    if (cur[0].start, cur[0].done, cur[0].rate) != (t.start, t.done, t.rate):
+                    self._add(nv, queue, now)
+                elif views[tid] is not nv:
+                    if (cur[0].start, cur[0].done, cur[0].rate) != (nv.start, nv.done, nv.rate):
                         self._drop(tid)
-                        self._add(t, queue, now)
+                        self._add(nv, queue, now)
                     else:
-                        views[tid] = t
+                        views[tid] = nv
                         self._ends = None
             told = len(rank) == len(running)  # (else the caller left something out: compare all)
         # the same view objects as last pass (compared in C, identities first): nothing changed
