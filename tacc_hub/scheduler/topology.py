@@ -24,6 +24,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import compress, count
@@ -49,6 +50,12 @@ class Fit:
 
 
 Plan = tuple[list[tuple[str, int]], bool]  # (node, GPU count) pairs, spread
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _node_slots(node: str, gpus: tuple[int, ...]) -> NodeSlots:
+    """One frozen ``NodeSlots`` per (node, GPUs), shared by every placement that uses it (never changed)."""
+    return NodeSlots.model_construct(node=node, gpus=list(gpus))
 
 
 def min_nodes(gpus: int, node_size: int) -> int:
@@ -234,7 +241,8 @@ class FreeMap:
         if not counts:
             return Fit(Placement(nodes=[]), False)
         # built from the map's own free lists: valid by construction, so pydantic validation is skipped
-        slots = [NodeSlots.model_construct(node=n, gpus=self.free[n][:k]) for n, k in counts]
+        free = self.free
+        slots = [_node_slots(n, tuple(free[n][:k])) for n, k in counts]
         return Fit(Placement.model_construct(nodes=slots), spread)
 
     @staticmethod

@@ -35,7 +35,7 @@ import heapq
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 
 from ..cluster import Placement
 from ..policy import Changes, Policy, Preempt, Quotas, Start, TaskView, View, Wake
@@ -268,7 +268,7 @@ class Simulator:
         if st.first_start < 0:
             st.first_start = now
         del self.waiting[jid]
-        running = replace(view, start=now, placement=placement, rate=1.0 / factor)
+        running = _copy(view, view.queued, view.done, view.attained, now, placement, 1.0 / factor)
         self.running[jid] = running
         self.moved_w.add(jid)
         self.moved_r.add(jid)
@@ -305,10 +305,8 @@ class Simulator:
         del self.running[jid]
         self.moved_w.add(jid)
         self.moved_r.add(jid)
-        self.waiting[jid] = replace(
-            view, start=None, placement=None, rate=1.0, queued=now,
-            done=min(st.job.duration, view.done + progress), attained=view.attained + view.gpus * held,
-        )
+        self.waiting[jid] = _copy(view, now, min(st.job.duration, view.done + progress),
+                                  view.attained + view.gpus * held, None, None, 1.0)
 
     def _unhold(self, view: TaskView) -> None:
         self.held_user[view.owner] -= view.gpus
@@ -326,6 +324,20 @@ class Simulator:
     def _refresh(self, k: int) -> None:
         n = self.nodes[k]
         self.nodes[k] = NodeView(n.name, n.gpus, n.switch, tuple(sorted(self.free[k])))
+
+
+def _copy(v: TaskView, queued: float, done: float, attained: float, start: float | None,
+          placement: Placement | None, rate: float) -> TaskView:
+    """``dataclasses.replace`` of these fields, without its per-call introspection (a hot path)."""
+    return TaskView(v.id, v.owner, v.group, v.submit, v.nodes, v.gpus_per_node, v.predicted, v.duration, v.qos,
+                    v.preemptible, v.flexible, attained, done, queued, start, placement, rate, v.time_limit,
+                    v.priority, v.spread_ok)
+
+
+# ``_copy`` passes every field of TaskView in this order: a new field must be added there
+assert [f.name for f in fields(TaskView) if f.init] == [
+    "id", "owner", "group", "submit", "nodes", "gpus_per_node", "predicted", "duration", "qos", "preemptible",
+    "flexible", "attained", "done", "queued", "start", "placement", "rate", "time_limit", "priority", "spread_ok"]
 
 
 def simulate(jobs: Sequence[Job], cluster: ClusterSpec, policy: Policy, slowdown: SlowdownTable | None = None,
