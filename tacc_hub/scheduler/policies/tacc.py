@@ -131,10 +131,6 @@ class Tacc:
         self.queue = Queue(half_life, calc_period, fair_weight, starve_after, level_ratio, size_exponent, age_step)
         self.running = Running()
         self.maps = MapCache()  # the free slots as of the last view, kept in step (passes work on copies)
-        # ``_Pass._packed_end`` answers of passes before their first action, per (overdue ends, shape): valid
-        # while the map's generation and the running tasks' ends (``Running.version``) are as in ``wait_at``
-        self.wait_at: tuple[int, int] = (-1, -1)
-        self.wait_ends: dict[tuple[int, int, int, bool], float] = {}
 
     # -- one pass --------------------------------------------------------------------------------
 
@@ -177,7 +173,6 @@ class _Pass:
         self.reclaim = self.q is not None and any(lim.guaranteed_gpus > 0 for lim in (
             *self.q.groups.values(), self.q.default_group))
         self.ends: list[tuple[float, int, TaskView]] | None = None
-        self.overdue = 0  # running tasks expected to have ended by now (set by ``running_ends``)
         self.waits: dict[tuple[int, int, bool, int], float] = {}  # packed_wait per shape and actions so far
         self.fits: dict[tuple[int, int, bool, bool], _Fit | None] = {}  # fit per shape, for map generation fits_gen
         self.fits_gen = -1
@@ -454,7 +449,7 @@ class _Pass:
         if self.ends is None:
             # as sorted((max(now, end), id, view) for the running tasks not preempted), from Running's sorted ends
             now, base = self.now, self.p.running.ends()
-            k = self.overdue = bisect.bisect_right(base, now, key=_first)
+            k = bisect.bisect_right(base, now, key=_first)
             ends = sorted([(now, tid, t) for _, tid, t in base[:k]]) + base[k:] if k else base
             if self.preempted:
                 ends = [e for e in ends if e[1] not in self.preempted]
@@ -489,33 +484,17 @@ class _Pass:
         return hit
 
     def _packed_wait(self, t: TaskView) -> float:
-        if self.out:
-            return max(0.0, self._packed_end(t) - self.now)
-        p = self.p
-        at = (self.base.gen, p.running.version)
-        if p.wait_at != at:
-            p.wait_at = at
-            p.wait_ends.clear()
-        ends = self.running_ends()  # (sets ``overdue``: the order of the ends depends on it)
-        key = (self.overdue, t.nodes, t.gpus_per_node, t.flexible)
-        end = p.wait_ends.get(key)
-        if end is None:
-            end = p.wait_ends[key] = self._packed_end(t, ends)
-        return max(0.0, end - self.now)
-
-    def _packed_end(self, t: TaskView, ends: list[tuple[float, int, TaskView]] | None = None) -> float:
-        """The end (``running_ends``) after which a packed placement for ``t`` should be free (inf: not soon)."""
         sim = FreeCounts(self.free)  # the pass's map: the view's free slots with this pass's actions applied
         shape = (t.nodes, t.gpus_per_node, t.flexible)
         already = sim.packed(*shape)  # then packed after the first give too (more free GPUs never unpack)
-        for k, (end, _, v) in enumerate(self.running_ends() if ends is None else ends):
+        for k, (end, _, v) in enumerate(self.running_ends()):
             if k >= 32:
                 break  # bounds the work; past the 32 next ends the estimate is "long" anyway
             if v.placement is None or v.id in self.preempted:
                 continue
             sim.give(v.placement)
             if already or sim.packed_after_give(v.placement, *shape):
-                return end
+                return max(0.0, end - self.now)
         return math.inf
 
     # -- backfill --------------------------------------------------------------------------------

@@ -46,11 +46,9 @@ class Running:
         self._ends: list[tuple[float, int, TaskView]] | None = None  # (expected end, id, view), sorted
         self.fresh = False  # the last sync met fresh views of unchanged runs
         self.serial: int | None = None  # ``View.changes.serial`` of the view last synced with
-        self.version = 0  # bumped whenever ``ends()`` may change
 
     def _add(self, t: TaskView, queue: Queue, now: float) -> None:
         self._victims = None
-        self.version += 1
         r = queue.rank(t, now)
         self.rank[t.id] = (t, r)
         self.views[t.id] = t
@@ -74,7 +72,6 @@ class Running:
 
     def _drop(self, tid: int) -> None:
         self._victims = None
-        self.version += 1
         t, r = self.rank.pop(tid)
         end = self.end.pop(tid, None)
         view = self.views.pop(tid, None)
@@ -103,7 +100,6 @@ class Running:
         if self.epoch != queue.epoch:
             self.epoch = queue.epoch
             self._victims = self._ends = None
-            self.version += 1
             self.rank.clear()
             self.end.clear()
             self.views.clear()
@@ -134,7 +130,6 @@ class Running:
                     else:
                         views[tid] = nv
                         self._ends = None
-                        self.version += 1
             told = len(rank) == len(running)  # (else the caller left something out: compare all)
         # the same view objects as last pass (compared in C, identities first): nothing changed
         if not told and (self.fresh or len(views) != len(running) or views != running):
@@ -154,7 +149,6 @@ class Running:
                 else:
                     views[tid] = t  # the same run, a fresh object: remember it, so the next pass skips it
                     self._ends = None
-                    self.version += 1
                     self.fresh = True  # fresh views: skip the (then costly) equality test next pass
         heap = self.changes
         while heap and heap[0][0] <= now:
