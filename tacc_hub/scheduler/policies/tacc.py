@@ -251,11 +251,14 @@ class _Pass:
             # preemption search (it would find no victim it needs)
             tried = t.gpus <= free.total and shape not in failed
             if tried:
-                fit = self.fit(t)
+                if free.gen == self.fits_gen and shape in self.fits:  # (``fit``'s cache, looked up inline)
+                    fit = self.fits[shape]
+                else:
+                    fit = self.fit(t)
             note = ""
             taken: list[TaskView] = []
             if fit is None or fit.spread:
-                try_it = can_preempt or self.below_guarantee(t)
+                try_it = can_preempt or (reclaim and self.below_guarantee(t))
                 if try_it and fit is None and t.flexible and t.gpus >= pfail and not self.reclaim:
                     try_it = False  # a smaller task of a better level already found no victims
                 packed = self.preempt_for(t, lv, fit is None) if try_it else None
@@ -271,9 +274,15 @@ class _Pass:
                     failed.add(shape)
                 continue
             if fit is not None and not taken and fit.spread:
+                factor = fit.factor if fit.factor is not None else self.spread_factor(t, fit)
+                if factor > 1.0:  # (``spread_or_wait``'s test, inline: most candidates here wait)
+                    wait = self.waits.get((t.nodes, t.gpus_per_node, t.flexible, len(self.out)))
+                    if wait is None:
+                        wait = self.packed_wait(t)
+                    if wait < p.queue.expected_run(t) * (factor - 1.0):
+                        continue  # waits for a packed placement (cheaper than the slowdown)
                 spread_note = self.spread_or_wait(t, fit)
-                if spread_note is None:
-                    continue  # waits for a packed placement (cheaper than the slowdown)
+                assert spread_note is not None
                 note = spread_note
             if fit is None:
                 if tried:
@@ -458,13 +467,7 @@ class _Pass:
 
     def spread_or_wait(self, t: TaskView, fit: _Fit) -> str | None:
         """The note of a spread start, or None when waiting for a packed placement is cheaper."""
-        factor = fit.factor
-        if factor is None:  # the same for every task of this shape on this map
-            nodes = len(fit.counts)
-            least = min_nodes(t.gpus, self.free.node_size)
-            sw = fit.switches()
-            factor = fit.factor = self.p.slowdown(t.gpus, nodes, least, sw)
-            fit.where = f"{nodes} nodes" + (f", {sw} switches over TCP" if sw > 1 else "")
+        factor = fit.factor if fit.factor is not None else self.spread_factor(t, fit)
         where = fit.where
         if factor <= 1.0:
             return f"spread over {where}: no slowdown expected"
@@ -474,6 +477,15 @@ class _Pass:
             return None
         return (f"spread over {where}: waiting ~{_h(wait)} for a packed placement would cost more "
                 f"than the ~{_h(cost)} slowdown (x{factor:.2f})")
+
+    def spread_factor(self, t: TaskView, fit: _Fit) -> float:
+        """The slowdown of ``fit`` (spread), kept on it: the same for every task of this shape on this map."""
+        nodes = len(fit.counts)
+        least = min_nodes(t.gpus, self.free.node_size)
+        sw = fit.switches()
+        factor = fit.factor = self.p.slowdown(t.gpus, nodes, least, sw)
+        fit.where = f"{nodes} nodes" + (f", {sw} switches over TCP" if sw > 1 else "")
+        return factor
 
     def packed_wait(self, t: TaskView) -> float:
         """Seconds until a packed placement for ``t`` should be free (running tasks end when expected)."""
