@@ -179,6 +179,7 @@ class _Pass:
         # preemption searches that failed (the best level each failed at), for map generation nogo_gen
         self.nogo: dict[tuple[object, ...], tuple[int, int, int]] = {}
         self.bounds: dict[tuple[object, ...], dict[str, int] | None] = {}  # ``_could_pack`` counts, same gen
+        self.extras: dict[tuple[object, ...], dict[str, int]] = {}  # ``_bound_extra`` per level and preemptions
         self.nogo_gen = -1
         self.searches = 0  # preemption searches run in this pass (memo answers not counted)
         self.min_run_at = math.inf  # when the first victim passed over for being in its first ``min_run`` may go
@@ -436,21 +437,31 @@ class _Pass:
                                    one_switch=not t.spread_ok)
 
     def _bound_counts(self, t: TaskView, lv: tuple[int, int, int], reclaim: bool) -> dict[str, int] | None:
+        key = (lv, reclaim, t.group if reclaim else None, len(self.preempted))
+        extra = self.extras.get(key)
+        if extra is None:
+            extra = self.extras[key] = self._bound_extra(t, lv, reclaim)
+        return self.free.counts_with(extra) if extra else None
+
+    def _bound_extra(self, t: TaskView, lv: tuple[int, int, int], reclaim: bool) -> dict[str, int]:
+        """GPUs per node of the victims ``_could_pack`` counts (they depend on the victims, not on the map)."""
         assert self.victims is not None
         extra: dict[str, int] = {}
-        now, min_run, starving = self.now, self.p.min_run, lv[0] == 0
+        get = extra.get
+        now, min_run, starving, preempted = self.now, self.p.min_run, lv[0] == 0, self.preempted
+        worse = (*lv, math.inf)  # r > worse: r[:3] > lv
         for r, v in self.victims:
-            if v.id in self.preempted or v.placement is None:
-                continue
-            if not (r[:3] > lv or (reclaim and v.group != t.group)):
+            if not (r > worse or (reclaim and v.group != t.group)):
                 if not reclaim:
                     break
                 continue
-            if v.start is not None and now - v.start < min_run and not starving:
+            if v.placement is None or (preempted and v.id in preempted):
+                continue
+            if not starving and v.start is not None and now - v.start < min_run:
                 continue
             for sl in v.placement.nodes:
-                extra[sl.node] = extra.get(sl.node, 0) + len(sl.gpus)
-        return self.free.counts_with(extra) if extra else None
+                extra[sl.node] = get(sl.node, 0) + len(sl.gpus)
+        return extra
 
     # -- spread or wait --------------------------------------------------------------------------
 
