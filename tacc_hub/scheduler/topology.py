@@ -52,7 +52,7 @@ class Fit:
 Plan = tuple[list[tuple[str, int]], bool]  # (node, GPU count) pairs, spread
 
 
-@functools.lru_cache(maxsize=1 << 16)
+@functools.lru_cache(maxsize=4096)  # bounded: a few thousand shared objects at most
 def _node_slots(node: str, gpus: tuple[int, ...]) -> NodeSlots:
     """One frozen ``NodeSlots`` per (node, GPUs), shared by every placement that uses it (never changed)."""
     return NodeSlots.model_construct(node=node, gpus=list(gpus))
