@@ -28,7 +28,9 @@ Within one user, tasks go by the user's ``priority`` first (higher first), then
 by rank: the owner orders their own tasks.
 
 Invariants: waiting tasks are held in one sorted list per (group, user) whose
-order does not depend on fair share (a shift moves a whole list), so a
+order does not depend on fair share (and, while no known task has a priority,
+also in one list of them all sorted by rank, ``flat``: then the walk needs no
+merge; rebuilt when fair share moves ranks) (a shift moves a whole list), so a
 fair-share update costs no re-sort; a list is rebuilt only when the duration
 model changes. Entries hold the exact ``TaskView`` they were made from; an entry
 is removed (by bisection) when its task leaves, comes back with new service or
@@ -36,7 +38,9 @@ starts starving (then it is walked from ``starving``), so a walk meets only live
 entries and costs what it yields. A
 caller may pass the same ``TaskView`` objects pass after pass (the simulator) or
 fresh ones (a service): a fresh view equal in every ranked field keeps its entry
-(``ranked`` then yields the first view seen: the same values).
+(``ranked`` then yields the first view seen: the same values). A view whose
+``changes`` follow the last one synced is synced from them alone (O(changes));
+any other view is compared task by task.
 """
 
 from __future__ import annotations

@@ -9,7 +9,8 @@ reads per pass instead of a walk over every running task.
 
 Invariants: after ``sync(view)`` every task of ``view.running`` has its current
 rank (as ``Queue.rank`` would give at ``view.now``) and the level counts match
-the preemptible ones; nothing here mutates the view.
+the preemptible ones; nothing here mutates the view. With ``view.changes``
+following the view synced last, only the tasks it names are looked at.
 """
 
 from __future__ import annotations

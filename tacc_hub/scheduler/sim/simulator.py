@@ -6,7 +6,9 @@ service's controller). The end of a run that was preempted is no event. At
 each event time the simulator applies every completion and arrival at that
 time, then calls ``policy.schedule`` once (skipped when nothing waits, or when
 no GPU is free and the policy never preempts: it could not act) and applies
-the actions in order.
+the actions in order. Each view carries ``View.changes``: every task that
+entered, left or changed in ``waiting``/``running`` since the previous view
+(views number 1, 2, ... per replay), so a policy may sync in O(changes).
 
 Invariants (a policy that breaks one stops the replay with ``PolicyError``):
 no GPU allocated twice; a start places the whole task (gang) on the task's
