@@ -22,6 +22,7 @@ from typing import Any
 
 from jupyterhub.spawner import Spawner
 from jupyterhub.utils import random_port
+from tornado import web
 from traitlets import Bool, Dict, Float, Integer, List, Unicode, Union, default
 from traitlets import Callable as CallableTrait
 
@@ -95,6 +96,22 @@ class TaccSpawner(Spawner):
     def _default_options_from_form(self) -> Callable[[dict[str, Any]], Any]:
         return self._tacc_options_from_form
 
+    @default("apply_user_options")
+    def _default_apply_user_options(self) -> Callable[[Spawner, dict[str, Any]], Any]:
+        return TaccSpawner._check_user_options
+
+    @staticmethod
+    async def _check_user_options(spawner: Spawner, user_options: dict[str, Any]) -> None:
+        """user_options from the form or the REST API, checked against the site and the quota (400 if refused)."""
+        assert isinstance(spawner, TaccSpawner)
+        try:
+            opts = F.normalize_options(dict(user_options or {}), spawner._profiles())
+            limits, _, notice = await spawner._limits()
+            if notice is None:
+                F.check_options(opts, limits)
+        except F.OptionsError as exc:
+            raise web.HTTPError(400, str(exc)) from None
+
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.task_id: int | None = None
@@ -136,14 +153,14 @@ class TaccSpawner(Spawner):
             self._minted = (token, now + self.token_lifetime)
         return self._minted[0]
 
-    async def _call(self, method: str, *args: Any) -> Any:
+    async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """One client call in a worker thread; a minted token the service refuses (401) is renewed once."""
         for attempt in (0, 1):
             token = self._token()
 
             def run(token: str = token) -> Any:
                 with TaccClient(self.tacc_url, token, timeout=self.request_timeout) as client:
-                    return getattr(client, method)(*args)
+                    return getattr(client, method)(*args, **kwargs)
 
             try:
                 return await asyncio.to_thread(run)
@@ -188,7 +205,7 @@ class TaccSpawner(Spawner):
         spec = server_spec(name=task_name(self.task_name_template, self.user.name, self.name), digest="0" * 64,
                            size=0, opts=opts, qos_class=self.qos_class, python=self.python)
         try:
-            await self._call("submit", spec, True)
+            await self._call("submit", spec, dry_run=True)
         except ApiClientError as exc:
             if exc.status and exc.status < 500:
                 raise F.OptionsError(exc.message) from None
@@ -229,11 +246,6 @@ class TaccSpawner(Spawner):
         began = time.monotonic()
         self._events = []
         opts = F.normalize_options(dict(self.user_options or {}), self._profiles())
-        self._emit({"progress": 5, "message": "Asking the tacc service about the cluster"})
-        limits, _, notice = await self._limits()
-        if notice is not None:
-            raise RuntimeError(notice)
-        F.check_options(opts, limits)
         cluster = await self._call("cluster")
         local = cluster.get("executor") == "local"
         port = (self.port or random_port()) if local else 0

@@ -105,6 +105,7 @@ c.JupyterHub.services = [{{"name": "tests", "api_token": {admin_token!r}}}]
 c.JupyterHub.load_roles = [{{"name": "tests", "services": ["tests"],
                             "scopes": ["admin:users", "admin:servers", "read:users", "access:servers"]}}]
 c.JupyterHub.cleanup_servers = True
+c.JupyterHub.tornado_settings = {{"slow_spawn_timeout": 0}}  # POST answers 202 at once: progress is streamed
 c.Spawner.poll_interval = 1
 c.Spawner.http_timeout = 60
 c.Spawner.start_timeout = 90
@@ -125,7 +126,7 @@ def pre_spawn(spawner):
     if name == "tim":  # a short start timeout: the timeout test
         spawner.start_timeout = 6
     if name == "gina":  # GPU idle culling with a fake reading: every GPU at 0 %
-        spawner.gpu_idle_timeout = 2
+        spawner.gpu_idle_timeout = 15
         spawner.gpu_sample_interval = 0.5
         spawner.gpu_util_command = [sys.executable, "-c", "print('0, 0'); print('1, 0')"]
 
@@ -241,4 +242,4 @@ def _proxy_ok(fault_proxy: FaultProxy) -> Iterator[None]:
     fault_proxy.mode = "ok"
 
 
-__all__ = ["Hub", "FaultProxy", "sys"]
+__all__ = ["FaultProxy", "Hub", "sys"]
