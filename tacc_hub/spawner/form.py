@@ -181,13 +181,19 @@ def normalize_options(raw: dict[str, Any], profiles: list[Profile]) -> dict[str,
     except (TypeError, ValueError):
         raise OptionsError("gpus: must be a whole number") from None
     time_text = str(pick("time_limit", prof.time_limit if prof else "8h"))
-    seconds = parse_duration_s(time_text)
+    try:
+        seconds = parse_duration_s(time_text)
+    except ValueError:
+        seconds = None
     if not isinstance(seconds, int) or seconds <= 0:
         raise OptionsError(f"time_limit: {time_text[:40]!r} is not a duration (e.g. 90m, 8h, 1-00:00:00)")
     memory = pick("memory", prof.memory if prof else None)
     memory_mib = None
     if memory is not None:
-        memory_mib = parse_memory_mib(str(memory))
+        try:
+            memory_mib = parse_memory_mib(str(memory))
+        except ValueError:
+            memory_mib = None
         if not isinstance(memory_mib, int) or memory_mib <= 0:
             raise OptionsError(f"memory: {str(memory)[:40]!r} is not a size (e.g. 16G, 512M)")
     reqs = pick("requirements", prof.requirements if prof else [])
