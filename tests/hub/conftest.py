@@ -137,6 +137,7 @@ c.Spawner.pre_spawn_hook = pre_spawn
 class Hub:
     def __init__(self, state: Path, tacc_url: str, tokens: dict[str, str]) -> None:
         self.state = state
+        state.mkdir(parents=True, exist_ok=True)
         self.port, self.hub_port, self.proxy_api_port = free_port(), free_port(), free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.admin_token = secrets.token_hex(16)
