@@ -9,8 +9,9 @@ cluster (``scripts/slurm-dev.sh``; brought up here when it is not up):
   ``req_keepvars_extra``, its defaults otherwise (``startup_poll_interval`` 0.5 s). ENVIRONMENT.md
   measured it (4.3 s) with ``exec_prefix="runuser -u {username} --"``; here the hub's
   interpreter lives under /root (mode 0700), which no other user can run, so it submits as root
-  (``exec_prefix=""``) with ``--ServerApp.allow_root=True``, exactly as the tacc side runs. Its host is the job's BatchHost (n1..n4), which does not resolve here:
-  ``state_exechost_exp="127.0.0.1"`` (the dev nodes' NodeAddr).
+  (``exec_prefix=""``) with ``--ServerApp.allow_root=True``, exactly as the tacc side runs. Its
+  host is the job's BatchHost (n1..n4), which does not resolve here: ``state_exechost_exp=
+  "127.0.0.1"`` (the dev nodes' NodeAddr).
 
 Both start the same ``jupyterhub-singleuser`` for the same user (``cloudsdk``, a Unix user that
 batchspawner needs), 1 GPU. A sample is the wall time from ``POST /hub/api/users/NAME/server``

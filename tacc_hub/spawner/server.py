@@ -15,7 +15,10 @@ It uses the standard library only, so the task needs nothing of tacc_hub on its 
    ``gpu_sample_interval`` seconds; when every sample for ``gpu_idle_timeout`` seconds is below
    ``gpu_idle_threshold`` percent, the server is stopped (exit 0, a line in the log says why),
    even if a browser tab keeps it "active" for the hub. No reading (no nvidia-smi, no GPUs, a
-   failing command) is no signal: the server is never stopped for it.
+   failing command) is no signal: the server is never stopped for it. The other way round, a
+   reading with a GPU at or above the threshold is reported to the hub as activity of the
+   server (``JUPYTERHUB_ACTIVITY_URL``), so the idle culler keeps a server that computes on its
+   GPUs with no browser attached.
 """
 
 from __future__ import annotations
@@ -28,7 +31,9 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -119,20 +124,39 @@ class GpuIdle:
         self.reader = reader
         self.clock = clock
         self.idle_since: float | None = None
+        self.busy = False  # the last reading had a GPU at or above the threshold
 
     def sample(self) -> bool:
         """Take a reading; True when the GPUs have been idle (every reading below threshold) for ``timeout``."""
         now = self.clock()
         values = self.reader()
+        self.busy = values is not None and max(values) >= self.threshold
         if values is None or self.timeout <= 0:
             self.idle_since = None  # no signal: never idle because of it
             return False
-        if max(values) >= self.threshold:
+        if self.busy:
             self.idle_since = None
             return False
         if self.idle_since is None:
             self.idle_since = now
         return now - self.idle_since >= self.timeout
+
+
+def report_activity(env: dict[str, str], timeout: float = 10.0) -> bool:
+    """Tell the hub the server is active now (as jupyterhub-singleuser does); False if it could not."""
+    url, token = env.get("JUPYTERHUB_ACTIVITY_URL"), env.get("JUPYTERHUB_API_TOKEN")
+    if not url or not token:
+        return False
+    now = datetime.now(UTC).isoformat().replace("+00:00", "Z")
+    body = json.dumps({"servers": {env.get("JUPYTERHUB_SERVER_NAME", ""): {"last_activity": now}},
+                       "last_activity": now}).encode()
+    req = urllib.request.Request(url, data=body, method="POST",  # noqa: S310 - the hub's own URL
+                                 headers={"Authorization": f"token {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310
+            return 200 <= resp.status < 300
+    except (OSError, ValueError):
+        return False
 
 
 def _devices() -> list[str]:
@@ -171,14 +195,17 @@ def main() -> int:
     idle = GpuIdle(float(gpu.get("idle_timeout") or 0), float(gpu.get("threshold", 5.0)),
                    lambda: read_utilization(command, devices))
     interval = max(0.1, float(gpu.get("interval") or 60.0))
-    watching = bool(devices) and idle.timeout > 0
+    watching = bool(devices) and (idle.timeout > 0 or bool(gpu.get("report_activity", True)))
     while True:
         try:
             rc = child.wait(timeout=interval if watching else None)
             return rc if rc >= 0 else 128 - rc
         except subprocess.TimeoutExpired:
             pass
-        if idle.sample():
+        stop = idle.sample()
+        if idle.busy and gpu.get("report_activity", True):
+            report_activity(env)
+        if stop:
             print(f"{CULLED_PREFIX}its GPUs ({','.join(devices)}) have been idle (below {idle.threshold:g}% "
                   f"utilization) for {idle.timeout:g} s", flush=True)
             child.terminate()

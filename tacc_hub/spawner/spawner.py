@@ -58,6 +58,8 @@ class TaccSpawner(Spawner):
     token_lifetime = Integer(3600, config=True, help="Seconds a minted hub token is valid.")
     request_timeout = Float(10.0, config=True, help="Seconds one request to the tacc service may take.")
     start_poll_interval = Float(0.2, config=True, help="Seconds between looks at the task while it starts.")
+    ready_poll_interval = Float(0.05, config=True, help="Seconds between checks that a started server answers "
+                                "HTTP (start() returns once it does).")
     outage_warning_after = Float(600.0, config=True, help="poll() keeps a server through an outage of the tacc "
                                  "service (it answers None); after this many seconds it says so in the log, again "
                                  "every as many seconds.")
@@ -80,6 +82,9 @@ class TaccSpawner(Spawner):
                              "culler.")
     gpu_idle_threshold = Float(5.0, config=True, help="GPU utilization (percent) below which a GPU counts as idle.")
     gpu_sample_interval = Float(60.0, config=True, help="Seconds between GPU utilization readings.")
+    gpu_report_activity = Bool(True, config=True, help="Report a server whose GPUs are busy (a reading at or above "
+                               "gpu_idle_threshold) to the hub as active, so the idle culler keeps it while it "
+                               "computes with no browser attached.")
     gpu_util_command = List(Unicode(), config=True, help="Command printing the task's GPU utilization "
                             "('index, percent' lines); default: nvidia-smi --query-gpu=index,utilization.gpu.")
 
@@ -239,7 +244,7 @@ class TaccSpawner(Spawner):
             "env": self.get_env(), "cmd": cmd, "port": port, "ip": ip, "bind_ip": bind_ip,
             "gpu": {"idle_timeout": self.gpu_idle_timeout if opts.get("gpus") else 0,
                     "threshold": self.gpu_idle_threshold, "interval": self.gpu_sample_interval,
-                    "command": list(self.gpu_util_command)},
+                    "command": list(self.gpu_util_command), "report_activity": self.gpu_report_activity},
         }
 
     async def start(self) -> tuple[str, int]:
@@ -291,7 +296,9 @@ class TaccSpawner(Spawner):
                         tail = (tail + chunk["data"])[-4000:]
                         found = _listening(tail)
                         if found is not None:
-                            self._emit({"progress": 90, "message": f"Server starting at {found[0]}:{found[1]}"})
+                            self._emit({"progress": 80, "message": f"Server starting at {found[0]}:{found[1]}"})
+                            if await self._answers(found, deadline):
+                                self._emit({"progress": 95, "message": "Server is up"})
                             return found
             if time.monotonic() >= deadline:
                 msg = timeout_message(task, self.start_timeout, tail)
@@ -299,6 +306,40 @@ class TaccSpawner(Spawner):
                 self._emit({"progress": 100, "message": msg})
                 raise StartTimeout(msg)
             await asyncio.sleep(self.start_poll_interval)
+
+    async def _answers(self, where: tuple[str, int], deadline: float) -> bool:
+        """Wait (polling every ``ready_poll_interval``) until the server answers HTTP, or the task ends.
+
+        JupyterHub checks a started server with an exponential backoff (0.2 s, 0.4 s, 0.8 s, ...
+        between tries), which can find a server up to half its start time late; returning only once
+        it answers lets the hub's first check succeed. False (and the hub's own wait takes over)
+        when it has not answered before ``deadline`` or within ``http_timeout``.
+        """
+        from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+
+        base = self.server.base_url if self.server is not None else f"/user/{self.user.name}/"
+        url = f"http://{where[0]}:{where[1]}{base}api"
+        client = AsyncHTTPClient()
+        end = min(deadline, time.monotonic() + self.http_timeout)
+        checked = time.monotonic()
+        while time.monotonic() < end:
+            try:
+                resp = await client.fetch(HTTPRequest(url, request_timeout=2.0, follow_redirects=False),
+                                          raise_error=False)
+                if resp.code != 599:
+                    return True
+            except OSError:
+                pass
+            if time.monotonic() - checked >= 2.0:  # the task may have died meanwhile
+                checked = time.monotonic()
+                try:
+                    task = await self._call("show", self.task_id)
+                    if task.get("status") in ENDED:
+                        return False
+                except ApiClientError:
+                    pass
+            await asyncio.sleep(self.ready_poll_interval)
+        return False
 
     async def _log_tail(self, task_id: int) -> str:
         try:

@@ -191,3 +191,50 @@ def test_stop_cancels_retrying_through_a_blip_and_waits_for_the_end() -> None:
     assert [c[0] for c in fake.calls] == ["cancel", "cancel", "show", "show"]
     fake.answers = [ApiClientError(409, "already ended")]
     asyncio.run(sp.stop())
+
+
+def test_busy_gpus_are_reported_to_the_hub_as_activity() -> None:
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    got: list[tuple[str, dict]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            got.append((self.headers["Authorization"], body))
+            self.send_response(200)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+    httpd = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=httpd.handle_request, daemon=True).start()
+    env = {"JUPYTERHUB_ACTIVITY_URL": f"http://127.0.0.1:{httpd.server_address[1]}/hub/api/users/a/activity",
+           "JUPYTERHUB_API_TOKEN": "tok", "JUPYTERHUB_SERVER_NAME": ""}
+    assert server.report_activity(env)
+    httpd.server_close()
+    auth, body = got[0]
+    assert auth == "token tok" and body["servers"][""]["last_activity"] == body["last_activity"]
+    assert body["last_activity"].endswith("Z")
+    assert not server.report_activity({})  # no hub to tell
+    idle = server.GpuIdle(10, 5.0, lambda: [0.0, 80.0])
+    assert not idle.sample() and idle.busy
+
+
+def test_the_idle_culler_config_culls_servers_after_8_hours() -> None:
+    import subprocess
+    import sys
+
+    from tacc_hub.spawner.culler import idle_culler
+
+    service, role = idle_culler()
+    assert service["name"] == role["name"] == "idle-culler" and role["services"] == ["idle-culler"]
+    assert "--timeout=28800" in service["command"] and "delete:servers" in role["scopes"]
+    assert not any("cull-users" in a for a in service["command"])  # servers only
+    # The command is a real, installed culler that accepts these options.
+    out = subprocess.run([*service["command"][:3], "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "--timeout" in out.stdout and "--cull-every" in out.stdout, out.stderr
+    assert service["command"][0] == sys.executable
