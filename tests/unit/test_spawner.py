@@ -238,3 +238,47 @@ def test_the_idle_culler_config_culls_servers_after_8_hours() -> None:
     out = subprocess.run([*service["command"][:3], "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "--timeout" in out.stdout and "--cull-every" in out.stdout, out.stderr
     assert service["command"][0] == sys.executable
+
+
+def test_without_a_token_a_short_lived_hub_token_is_minted_for_the_user_and_renewed() -> None:
+    minted: list[dict] = []
+
+    def new_api_token(**kw: Any) -> str:
+        minted.append(kw)
+        return f"hub-token-{len(minted)}"
+
+    sp = TaccSpawner(user=SimpleNamespace(name="alice", url="/user/alice/", new_api_token=new_api_token),
+                     token_lifetime=3600)
+    assert sp._token() == "hub-token-1" and sp._token() == "hub-token-1"  # cached while valid
+    assert minted[0]["scopes"] == ["custom:tacc:tasks"] and minted[0]["expires_in"] == 3600
+    sp._minted = ("hub-token-1", sp._minted[1] - 3500)  # close to its expiry: renewed
+    assert sp._token() == "hub-token-2"
+
+    seen: list[str] = []
+
+    def fake_client(url: str, token: str, timeout: float) -> Any:
+        seen.append(token)
+
+        class C:
+            def __enter__(self) -> C:
+                return self
+
+            def __exit__(self, *a: object) -> None:
+                pass
+
+            def show(self, task_id: int) -> dict:
+                if token == "hub-token-2":
+                    raise ApiClientError(401, "token expired")
+                return {"id": task_id, "status": "running"}
+
+        return C()
+
+    import tacc_hub.spawner.spawner as mod
+
+    orig = mod.TaccClient
+    mod.TaccClient = fake_client  # type: ignore[assignment,misc]
+    try:
+        assert asyncio.run(sp._call("show", 3))["status"] == "running"  # 401: minted again, once
+    finally:
+        mod.TaccClient = orig  # type: ignore[misc]
+    assert seen == ["hub-token-2", "hub-token-3"]
