@@ -30,11 +30,13 @@ import argparse
 import json
 import os
 import random
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -98,8 +100,27 @@ def squeue_empty(timeout: float = 60) -> None:
     raise RuntimeError(f"jobs still in squeue after {timeout} s: {out}")
 
 
+# The line each hub logs when its spawner knows where the server will listen: tacc after the task's
+# wrapper printed its port (Slurm ran the job; the server process is starting), batch once
+# batchspawner-singleuser (imports done) reported its port and squeue said RUNNING.
+WHERE = {"tacc": re.compile(r"Server starting at "), "batch": re.compile(r"Notebook server job \d+ started at ")}
+STAMP = re.compile(r"^\[I (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) ")
+
+
+def located_after(hub: Hub, kind: str, since: float) -> float | None:
+    """Seconds from ``since`` (epoch) to the hub's log line saying where the server is (see WHERE)."""
+    for line in hub.log().splitlines():
+        m = STAMP.match(line)
+        if m and WHERE[kind].search(line):
+            ts = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").timestamp()
+            if ts >= since:
+                return ts - since
+    return None
+
+
 def sample(hub: Hub, options: dict | None) -> float:
     began = time.monotonic()
+    sample.wall = time.time()  # type: ignore[attr-defined]
     r = hub.api.post(f"{hub.url}/hub/api/users/{USER}/server", json=options or {}, timeout=30)
     if r.status_code not in (201, 202):
         raise RuntimeError(f"spawn refused: {r.status_code} {r.text}")
@@ -144,15 +165,20 @@ def main() -> int:
                 assert hub.api.post(f"{hub.url}/hub/api/users/{USER}", timeout=10).status_code in (201, 409)
             kinds = {"tacc": (tacc, {"gpus": 1, "time_limit": "1h"}), "batch": (batch, None)}
             out: dict[str, list[float]] = {"tacc": [], "batch": []}
+            located: dict[str, list[float]] = {"tacc": [], "batch": []}
             for i in range(args.warmup + args.samples):
                 order = ["tacc", "batch"] if i % 2 == 0 else ["batch", "tacc"]
                 for kind in order:
                     time.sleep(random.uniform(0, 2))
                     hub, opts = kinds[kind]
                     took = sample(hub, opts)
+                    where = located_after(hub, kind, sample.wall)  # type: ignore[attr-defined]
                     if i >= args.warmup:
                         out[kind].append(took)
-                    print(f"{'warmup' if i < args.warmup else 'sample'} {i} {kind}: {took:.2f} s", flush=True)
+                        if where is not None:
+                            located[kind].append(where)
+                    split = f" (located after {where:.2f} s, then {took - where:.2f} s)" if where is not None else ""
+                    print(f"{'warmup' if i < args.warmup else 'sample'} {i} {kind}: {took:.2f} s{split}", flush=True)
         finally:
             for hub in (tacc, batch):
                 if hub is not None:
@@ -163,11 +189,16 @@ def main() -> int:
         v = out[kind]
         print(f"  {kind:5s}  p50 {statistics.median(v):.2f}  p90 {pct(v, 0.9):.2f}  min {min(v):.2f}  "
               f"max {max(v):.2f}  (n={len(v)})")
+    for kind in ("tacc", "batch"):
+        v = located[kind]
+        if v:
+            print(f"  {kind:5s}  POST -> spawner knows host:port: p50 {statistics.median(v):.2f}  "
+                  f"p90 {pct(v, 0.9):.2f}")
     r50 = statistics.median(out["tacc"]) / statistics.median(out["batch"])
     r90 = pct(out["tacc"], 0.9) / pct(out["batch"], 0.9)
     print(f"  ratio tacc/batch: p50 {r50:.2f}x  p90 {r90:.2f}x  (target <= {TARGET}x: "
           f"{'target met' if r50 <= TARGET else 'TARGET MISSED'})")
-    print(json.dumps({"tacc": out["tacc"], "batch": out["batch"]}))
+    print(json.dumps({"tacc": out["tacc"], "batch": out["batch"], "located": located}))
     return 0
 
 
