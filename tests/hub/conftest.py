@@ -27,7 +27,7 @@ import requests
 
 from tests.e2e.conftest import BIN, ROOT, ServiceProcess, free_port
 
-USERS = ("alice", "bob", "carol", "dave", "gina", "tim")
+USERS = ("alice", "bob", "carol", "dave", "gina", "tim", "rita")
 
 
 class FaultProxy:
@@ -135,7 +135,7 @@ c.Spawner.pre_spawn_hook = pre_spawn
 
 
 class Hub:
-    def __init__(self, state: Path, tacc_url: str, tokens: dict[str, str]) -> None:
+    def __init__(self, state: Path, tacc_url: str, tokens: dict[str, str], extra_config: str = "") -> None:
         self.state = state
         state.mkdir(parents=True, exist_ok=True)
         self.port, self.hub_port, self.proxy_api_port = free_port(), free_port(), free_port()
@@ -146,7 +146,7 @@ class Hub:
         (state / "jupyterhub_config.py").write_text(HUB_CONFIG.format(
             port=self.port, hub_port=self.hub_port, proxy_api_port=self.proxy_api_port,
             chp=str(BIN / "configurable-http-proxy"), state=state, admin_token=self.admin_token,
-            tacc_url=tacc_url, tokens_file=str(tokens_file)))
+            tacc_url=tacc_url, tokens_file=str(tokens_file)) + extra_config)
         self.proc: subprocess.Popen[bytes] | None = None
         self.api = requests.Session()
         self.api.headers["Authorization"] = f"token {self.admin_token}"
