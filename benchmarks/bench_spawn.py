@@ -45,7 +45,7 @@ sys.path.insert(0, str(REPO))
 from _slurm import dev_cluster  # noqa: E402
 
 from tests.e2e.conftest import ServiceProcess  # noqa: E402
-from tests.hub.conftest import Hub  # noqa: E402
+from tests.hub.conftest import SpawnerHub  # noqa: E402
 
 USER = "cloudsdk"
 TARGET = 0.7
@@ -81,7 +81,7 @@ c.SlurmSpawner.state_exechost_exp = "127.0.0.1"  # squeue's %B is n1..n4; the de
 """
 
 
-class BatchHub(Hub):
+class BatchHub(SpawnerHub):
     def __init__(self, state: Path) -> None:
         super().__init__(state, "http://unused", {})
         (state / "jupyterhub_config.py").write_text(BATCH_CONFIG.format(
@@ -107,7 +107,7 @@ WHERE = {"tacc": re.compile(r"Server starting at "), "batch": re.compile(r"Noteb
 STAMP = re.compile(r"^\[I (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}) ")
 
 
-def located_after(hub: Hub, kind: str, since: float) -> float | None:
+def located_after(hub: SpawnerHub, kind: str, since: float) -> float | None:
     """Seconds from ``since`` (epoch) to the hub's log line saying where the server is (see WHERE)."""
     for line in hub.log().splitlines():
         m = STAMP.match(line)
@@ -118,7 +118,7 @@ def located_after(hub: Hub, kind: str, since: float) -> float | None:
     return None
 
 
-def sample(hub: Hub, options: dict | None) -> float:
+def sample(hub: SpawnerHub, options: dict | None) -> float:
     began = time.monotonic()
     sample.wall = time.time()  # type: ignore[attr-defined]
     r = hub.api.post(f"{hub.url}/hub/api/users/{USER}/server", json=options or {}, timeout=30)
@@ -159,7 +159,7 @@ def main() -> int:
         svc = ServiceProcess(root / "svc", "--TaccHub.executor=slurm", "--TaccHub.grace_period=2").start()
         tacc = batch = None
         try:
-            tacc = Hub(root / "hub-tacc", svc.url, {USER: svc.token(USER)}).start()
+            tacc = SpawnerHub(root / "hub-tacc", svc.url, {USER: svc.token(USER)}).start()
             batch = BatchHub(root / "hub-batch").start()
             for hub in (tacc, batch):
                 assert hub.api.post(f"{hub.url}/hub/api/users/{USER}", timeout=10).status_code in (201, 409)

@@ -12,12 +12,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import secrets
 import shutil
 import signal
 import site as pysite
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tornado.httpserver
 import tornado.web
@@ -32,20 +33,25 @@ from tacc_hub.scheduler.policies import POLICIES, make
 from tacc_hub.snapshot import CodeStore
 from tacc_hub.store import Store
 
-from .auth import TokenAuth
+from .auth import Authenticator, TokenAuth
 from .base import ServiceContext
 from .cluster import ClusterHandler
 from .code import CodeHandler
 from .controller import Controller
 from .logs import LogsHandler, LogStreamHandler
-from .meta import HealthHandler, OpenAPIHandler
+from .meta import HealthHandler, OpenAPIHandler, WhoAmIHandler
 from .openapi import build_openapi
 from .quotas import GroupsHandler, MyQuotaHandler, QuotaHandler, QuotasHandler, UserGroupHandler
 from .tasks import CancelHandler, OutputsHandler, TaskHandler, TasksHandler
+from .usage import UsageHandler
+
+if TYPE_CHECKING:
+    from jupyterhub.services.auth import HubOAuth
 
 ROUTES: list[tuple[str, Any]] = [
     (r"/api/health", HealthHandler),
     (r"/api/openapi.json", OpenAPIHandler),
+    (r"/api/whoami", WhoAmIHandler),
     (r"/api/tasks", TasksHandler),
     (r"/api/tasks/(\d+)", TaskHandler),
     (r"/api/tasks/(\d+)/cancel", CancelHandler),
@@ -58,16 +64,25 @@ ROUTES: list[tuple[str, Any]] = [
     (r"/api/admin/quotas", QuotasHandler),
     (r"/api/admin/quotas/(?P<kind>user|group)/(?P<name>[^/]+)", QuotaHandler),
     (r"/api/admin/groups", GroupsHandler),
+    (r"/api/admin/usage", UsageHandler),
     (r"/api/admin/users/(?P<user>[^/]+)/group", UserGroupHandler),
 ]
 
 
-def make_app(ctx: ServiceContext, base_url: str = "/") -> tornado.web.Application:
+def make_app(ctx: ServiceContext, base_url: str = "/", *, hub: HubOAuth | None = None,
+             cookie_secret: bytes | None = None) -> tornado.web.Application:
+    """The API under ``base_url``; with ``hub``, also the browser pages of hub mode (OAuth, landing page)."""
     OpenAPIHandler.document = build_openapi(ROUTES)
     prefix = base_url.rstrip("/")
-    handlers = [(prefix + pattern, handler, {"ctx": ctx}) for pattern, handler in ROUTES]
+    handlers: list[Any] = [(prefix + pattern, handler, {"ctx": ctx}) for pattern, handler in ROUTES]
+    settings: dict[str, Any] = {}
+    if hub is not None:
+        from .hubpages import hub_routes  # jupyterhub takes 0.9 s to import: only in hub mode
+
+        handlers += hub_routes(prefix, ctx.quota_period)
+        settings.update(hub_auth=hub, cookie_secret=cookie_secret, login_url=hub.login_url)
     return tornado.web.Application(handlers, default_handler_class=_NotFound, default_handler_args={"ctx": ctx},
-                                   log_function=log_request)
+                                   log_function=log_request, **settings)
 
 
 def log_request(handler: tornado.web.RequestHandler) -> None:
@@ -87,7 +102,7 @@ def log_request(handler: tornado.web.RequestHandler) -> None:
 class _NotFound(HealthHandler):
     openapi = {}
 
-    def prepare(self) -> None:
+    async def prepare(self) -> None:
         from .base import ApiError
 
         raise ApiError(404, f"no such endpoint {self.request.path[:200]!r}")
@@ -107,7 +122,13 @@ class TaccHub(Application):
                           help="Python config file to load (``c.TaccHub.<setting> = ...``); missing is fine.")
     ip = Unicode("127.0.0.1", config=True, help="Interface the API listens on. Use 0.0.0.0 only behind a proxy.")
     port = Integer(8765, config=True, help="TCP port of the API.")
-    base_url = Unicode("/", config=True, help="URL prefix of every route, e.g. /services/tacc/ behind JupyterHub.")
+    base_url = Unicode(config=True, help="URL prefix of every route. Default: / ; under JupyterHub, the prefix the "
+                       "hub gives the service ($JUPYTERHUB_SERVICE_PREFIX, e.g. /services/tacc/).")
+    auth = Enum(["auto", "token", "hub"], "auto", config=True,
+                help="Who identifies callers. token: the service's own API tokens (`tacc-hub token`). hub: JupyterHub "
+                     "(tokens with the custom:tacc:tasks or custom:tacc:admin scope, and the hub's OAuth for "
+                     "browsers); the service's own tokens still work. auto: hub when running as a JupyterHub "
+                     "service ($JUPYTERHUB_API_TOKEN and $JUPYTERHUB_API_URL set), else token. See docs/hub.md.")
     state_dir = Unicode(config=True, help="Directory for task files, logs, code snapshots and environments. "
                         "Default: $TACC_STATE_DIR or ./.tacc")
     db_url = Unicode(config=True, help="SQLAlchemy URL of the store: sqlite:///path (default, WAL mode) or "
@@ -178,6 +199,26 @@ class TaccHub(Application):
     @default("log_level")
     def _log_level(self) -> int:
         return logging.INFO  # the access log and the startup lines; --log-level=WARN silences them
+
+    @default("base_url")
+    def _base_url(self) -> str:
+        return os.environ.get("JUPYTERHUB_SERVICE_PREFIX", "/") if self.hub_mode else "/"
+
+    @property
+    def hub_mode(self) -> bool:
+        if self.auth == "auto":
+            return bool(os.environ.get("JUPYTERHUB_API_TOKEN") and os.environ.get("JUPYTERHUB_API_URL"))
+        return self.auth == "hub"
+
+    def cookie_secret(self) -> bytes:
+        """The key of the OAuth cookie (hub mode), kept in the state directory so a restart logs nobody out."""
+        path = Path(self.state_dir) / "cookie_secret"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(secrets.token_hex(32))
+        return path.read_text().strip().encode()
 
     @default("state_dir")
     def _state_dir(self) -> str:
@@ -262,11 +303,21 @@ class TaccHub(Application):
             self.quotas_changed()
             controller.quotas_changed()
 
-        ctx = ServiceContext(store=store, controller=controller, auth=TokenAuth(store), code_store=code_store,
+        tokens = TokenAuth(store)
+        hub: HubOAuth | None = None
+        auth: Authenticator = tokens
+        if self.hub_mode:
+            from jupyterhub.services.auth import HubOAuth
+
+            from .hubauth import HubModeAuth
+
+            hub = HubOAuth(cache_max_age=30)
+            auth = HubModeAuth(tokens, hub)
+        ctx = ServiceContext(store=store, controller=controller, auth=auth, code_store=code_store,
                              max_code_bytes=self.max_code_bytes,
                              max_body_bytes=self.max_body_bytes, log_poll_interval=self.log_poll_interval,
                              quota_period=self.quota_period, quotas_changed=changed)
-        return ctx, make_app(ctx, self.base_url)
+        return ctx, make_app(ctx, self.base_url, hub=hub, cookie_secret=self.cookie_secret() if hub else None)
 
     async def serve(self) -> None:
         ctx, app = self.build()

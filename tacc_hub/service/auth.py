@@ -1,8 +1,11 @@
-"""API tokens for standalone mode (JupyterHub identities come through the hub later).
+"""Who is calling: the service's own API tokens (standalone mode, and robots in hub mode).
 
 Invariants: only the sha256 of a token is stored; lookups are cached briefly
 in memory (``ttl`` seconds) so that authentication costs no database query
-on the hot path; user names are validated before a token is made.
+on the hot path; user names are validated before a token is made. Every
+authenticator answers ``authenticate(handler)`` with an :class:`Identity` or
+raises :class:`Denied` (401: nobody identified; 403: identified, not allowed);
+hub mode (:mod:`tacc_hub.service.hubauth`) is the other implementation.
 """
 
 from __future__ import annotations
@@ -11,6 +14,10 @@ import hashlib
 import re
 import secrets
 import time
+from dataclasses import dataclass
+from typing import Protocol
+
+import tornado.web
 
 from tacc_hub.store import Store
 
@@ -27,6 +34,33 @@ def new_token(store: Store, user: str, *, admin: bool = False, note: str | None 
     token = secrets.token_urlsafe(32)
     store.add_token(user, admin, hash_token(token), note)
     return token
+
+
+@dataclass(frozen=True)
+class Identity:
+    user: str
+    admin: bool
+    via: str = "token"  # token (ours), hub-token or hub-cookie
+
+
+class Denied(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+class Authenticator(Protocol):
+    async def authenticate(self, handler: tornado.web.RequestHandler) -> Identity: ...
+
+
+def request_token(handler: tornado.web.RequestHandler) -> str | None:
+    """``Authorization: token T`` (or ``Bearer T``), else ``?token=T`` (log streams opened by a browser)."""
+    auth = handler.request.headers.get("Authorization", "")
+    scheme, _, value = auth.partition(" ")
+    if scheme.lower() in ("token", "bearer") and value:
+        return value.strip()
+    return handler.get_query_argument("token", None)
 
 
 class TokenAuth:
@@ -48,3 +82,9 @@ class TokenAuth:
             self._cache.clear()
         self._cache[key] = (now, who)
         return who
+
+    async def authenticate(self, handler: tornado.web.RequestHandler) -> Identity:
+        who = self.identify(request_token(handler))
+        if who is None:
+            raise Denied(401, "a valid API token is required (Authorization: token TOKEN)")
+        return Identity(who[0], who[1])

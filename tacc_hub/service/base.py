@@ -21,7 +21,7 @@ from tacc_hub.schema import SpecError
 from tacc_hub.snapshot import CodeStore
 from tacc_hub.store import Store, TaskRecord
 
-from .auth import TokenAuth
+from .auth import Authenticator, Denied, Identity
 from .controller import Controller
 
 log = logging.getLogger("tacc_hub.api")
@@ -31,7 +31,7 @@ log = logging.getLogger("tacc_hub.api")
 class ServiceContext:
     store: Store
     controller: Controller
-    auth: TokenAuth
+    auth: Authenticator
     code_store: CodeStore
     max_code_bytes: int
     max_body_bytes: int
@@ -55,6 +55,7 @@ class ApiHandler(tornado.web.RequestHandler):
     ctx: ServiceContext
     user: str
     admin: bool
+    identity: Identity
 
     def initialize(self, ctx: ServiceContext) -> None:
         self.ctx = ctx
@@ -63,20 +64,14 @@ class ApiHandler(tornado.web.RequestHandler):
         self.set_header("Content-Type", "application/json; charset=UTF-8")
         self.set_header("Cache-Control", "no-store")
 
-    def _token(self) -> str | None:
-        auth = self.request.headers.get("Authorization", "")
-        scheme, _, value = auth.partition(" ")
-        if scheme.lower() in ("token", "bearer") and value:
-            return value.strip()
-        return self.get_query_argument("token", None)
-
-    def prepare(self) -> None:
+    async def prepare(self) -> None:
         if self.public:
             return
-        who = self.ctx.auth.identify(self._token())
-        if who is None:
-            raise ApiError(401, "a valid API token is required (Authorization: token TOKEN)")
-        self.user, self.admin = who
+        try:
+            self.identity = await self.ctx.auth.authenticate(self)
+        except Denied as exc:
+            raise ApiError(exc.status, exc.message) from None
+        self.user, self.admin = self.identity.user, self.identity.admin
 
     def write_json(self, body: BaseModel | dict[str, Any] | list[Any], status: int = 200) -> None:
         self.set_status(status)

@@ -24,3 +24,11 @@ class OpenAPIHandler(ApiHandler):
 
     def get(self) -> None:
         self.write_json(self.document)
+
+
+class WhoAmIHandler(ApiHandler):
+    openapi = {"get": {"summary": "The caller as the service sees them: user, admin, and how they were identified "
+                                  "(token: this service's; hub-token or hub-cookie: through JupyterHub)."}}
+
+    def get(self) -> None:
+        self.write_json({"user": self.user, "admin": self.admin, "via": self.identity.via})

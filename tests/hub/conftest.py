@@ -1,31 +1,179 @@
-"""A real JupyterHub (its own process, the PyPI configurable-http-proxy, DummyAuthenticator) spawning
-with TaccSpawner onto a real tacc service, shared by the tests of a session.
+"""A real JupyterHub (its own process, the real proxy) running tacc_hub as its managed service.
 
-The spawner reaches the service through ``FaultProxy``, a small HTTP forwarder in the test process
-that can be told to answer 503 or to drop connections: the tests break the spawner's view of the
-service without touching the service (or the servers it runs). Per-user service tokens come from
-``tacc-hub token`` (standalone mode) and reach the hub's config through a JSON file.
+One hub is shared by the tests of a session. It is started exactly as the README's command
+starts it (``jupyterhub -f jupyterhub_config.py``), on free ports, with its state in a temporary
+directory and the demo users ``alice``, ``bob`` and ``admin`` (password ``demo``). Tests act as
+users do: they log in through the hub's login form, and make API tokens on the hub with the
+scopes they ask for; there is no back door.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
 import os
-import secrets
+import random
+import re
+import signal
+import socket
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 import requests
 
-from tests.e2e.conftest import BIN, ROOT, ServiceProcess, free_port
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+PASSWORD = "demo"
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_hub_ports() -> tuple[int, int]:
+    """A hub port P with P+1 (proxy API) and P+81 (hub API) free too, and a service port."""
+    for _ in range(200):
+        base = random.randrange(20000, 40000)
+        if all(_free(p) for p in (base, base + 1, base + 81, base + 90)):
+            return base, base + 90
+    raise RuntimeError("no free block of ports for a hub")
+
+
+class HubProcess:
+    def __init__(self, state_dir: Path, **env: str) -> None:
+        self.state_dir = state_dir
+        self.port, self.service_port = free_hub_ports()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.service_url = f"{self.url}/services/tacc"
+        self.env = env
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._sessions: dict[str, requests.Session] = {}
+
+    @property
+    def log_path(self) -> Path:
+        return self.state_dir / "hub.log"
+
+    def start(self, timeout: float = 90) -> HubProcess:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+               "TACC_STATE_DIR": str(self.state_dir), "TACC_HUB_PORT": str(self.port),
+               "TACC_PORT": str(self.service_port), "TACC_DEMO_PASSWORD": PASSWORD,
+               "TACC_DEMO_USERS": "alice,bob", "TACC_DEMO_ADMINS": "admin", "TACC_DB_URL": "", **self.env}
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen([str(BIN / "jupyterhub"), "-f", str(ROOT / "jupyterhub_config.py")],
+                                     stdout=log, stderr=subprocess.STDOUT, cwd=self.state_dir, env=env,
+                                     start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the hub exited: {self.log_path.read_text()[-4000:]}")
+            try:
+                if (requests.get(self.url + "/hub/api/", timeout=2).status_code == 200
+                        and requests.get(self.service_url + "/api/health", timeout=2).status_code == 200):
+                    return self
+            except requests.RequestException:
+                pass
+            time.sleep(0.2)
+        raise RuntimeError(f"the hub did not come up in {timeout} s: {self.log_path.read_text()[-4000:]}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(10)
+
+    def login(self, user: str) -> requests.Session:
+        """A browser-like session logged in through the hub's login form (cached per user)."""
+        if user in self._sessions:
+            return self._sessions[user]
+        s = requests.Session()
+        page = s.get(self.url + "/hub/login", timeout=30)
+        xsrf = re.search(r'name="_xsrf" value="([^"]+)"', page.text)
+        assert xsrf, page.text[:500]
+        r = s.post(self.url + "/hub/login", data={"username": user, "password": PASSWORD, "_xsrf": xsrf.group(1)},
+                   timeout=30)
+        assert r.ok and "jupyterhub-session-id" in s.cookies, (r.status_code, r.text[:300])
+        self._sessions[user] = s
+        return s
+
+    def token(self, user: str, scopes: list[str], note: str = "test") -> str:
+        """An API token made on the hub by the logged-in user, with these scopes (as the token page does)."""
+        s = self.login(user)
+        r = s.post(f"{self.url}/hub/api/users/{user}/tokens", json={"scopes": scopes, "note": note},
+                   headers={"X-XSRFToken": s.cookies.get("_xsrf", path="/hub/") or ""}, timeout=30)
+        assert r.status_code == 201, (r.status_code, r.text[:300])
+        return str(r.json()["token"])
+
+
+@pytest.fixture(scope="session")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
+    h = HubProcess(tmp_path_factory.mktemp("hub"), TACC_HUB_SPAWNER="simple").start()
+    yield h
+    h.stop()
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(os.environ.get("TACC_TEST_ARTIFACTS", ROOT / "test-artifacts"))
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    """Debian's Chromium driven by Playwright (no browser download); screenshots go to test-artifacts/."""
+    from playwright.sync_api import sync_playwright
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def browser_login(browser, hub: HubProcess, user: str, next_path: str):
+    """A fresh browser page, logged in through the hub's login form, at ``next_path``."""
+    page = browser.new_context().new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    # uncaught errors and console errors, but not the browser's note on a 4xx the page asked for and handles
+    page.on("console", lambda m: errors.append(m.text)
+            if m.type == "error" and not m.text.startswith("Failed to load resource") else None)
+    page.goto(f"{hub.url}/hub/login?next={next_path}")
+    page.fill("#username_input", user)
+    page.fill("#password_input", PASSWORD)
+    page.click("#login_submit")
+    page.wait_for_load_state()
+    page.js_errors = errors
+    return page
+
+
+# --- TaccSpawner ---------------------------------------------------------------------------------
+# A second kind of hub, for the spawner's tests (test_spawn.py, test_form.py, test_restart.py; the
+# Slurm test and benchmarks/bench_spawn.py reuse SpawnerHub): its own process, the PyPI
+# configurable-http-proxy, DummyAuthenticator, TaccSpawner onto a standalone tacc service (per-user
+# tokens of ``tacc-hub token`` reach the hub's config through a JSON file). The spawner reaches the
+# service through ``FaultProxy``, a small HTTP forwarder in the test process that can be told to
+# answer 503 or to drop connections, so the tests break the spawner's view of the service without
+# touching the service or the servers it runs.
+
+import http.client  # noqa: E402
+import json  # noqa: E402
+import secrets  # noqa: E402
+import threading  # noqa: E402
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # noqa: E402
+from urllib.parse import urlsplit  # noqa: E402
+
+from tests.e2e.conftest import ServiceProcess, free_port  # noqa: E402
 
 USERS = ("alice", "bob", "carol", "dave", "gina", "tim", "rita")
 
@@ -134,7 +282,7 @@ c.Spawner.pre_spawn_hook = pre_spawn
 """
 
 
-class Hub:
+class SpawnerHub:
     def __init__(self, state: Path, tacc_url: str, tokens: dict[str, str], extra_config: str = "") -> None:
         self.state = state
         state.mkdir(parents=True, exist_ok=True)
@@ -151,7 +299,7 @@ class Hub:
         self.api = requests.Session()
         self.api.headers["Authorization"] = f"token {self.admin_token}"
 
-    def start(self) -> Hub:
+    def start(self) -> SpawnerHub:
         log = (self.state / "hub.log").open("ab")
         env = {**os.environ, "PYTHONPATH": str(ROOT), "CONFIGPROXY_AUTH_TOKEN": secrets.token_hex(16)}
         self.proc = subprocess.Popen([str(BIN / "jupyterhub"), "-f", str(self.state / "jupyterhub_config.py")],
@@ -221,26 +369,25 @@ def tacc_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServicePr
 
 
 @pytest.fixture(scope="session")
-def fault_proxy(tacc_service: ServiceProcess) -> Iterator[FaultProxy]:
+def _fault_proxy(tacc_service: ServiceProcess) -> Iterator[FaultProxy]:
     proxy = FaultProxy(tacc_service.url)
     yield proxy
     proxy.close()
 
 
+@pytest.fixture
+def fault_proxy(_fault_proxy: FaultProxy) -> Iterator[FaultProxy]:
+    """The session's fault proxy, forwarding ("ok") at the start and at the end of each test."""
+    _fault_proxy.mode = "ok"
+    yield _fault_proxy
+    _fault_proxy.mode = "ok"
+
+
 @pytest.fixture(scope="session")
-def hub(tmp_path_factory: pytest.TempPathFactory, tacc_service: ServiceProcess,
-        fault_proxy: FaultProxy) -> Iterator[Hub]:
-    hub = Hub(tmp_path_factory.mktemp("hub"), fault_proxy.url,
-              {u: tacc_service.tokens[u] for u in USERS}).start()
+def spawner_hub(tmp_path_factory: pytest.TempPathFactory, tacc_service: ServiceProcess,
+                _fault_proxy: FaultProxy) -> Iterator[SpawnerHub]:
+    """A hub spawning with TaccSpawner onto ``tacc_service`` (through the fault proxy)."""
+    hub = SpawnerHub(tmp_path_factory.mktemp("spawnhub"), _fault_proxy.url,
+                     {u: tacc_service.tokens[u] for u in USERS}).start()
     yield hub
     hub.stop()
-
-
-@pytest.fixture(autouse=True)
-def _proxy_ok(fault_proxy: FaultProxy) -> Iterator[None]:
-    fault_proxy.mode = "ok"
-    yield
-    fault_proxy.mode = "ok"
-
-
-__all__ = ["FaultProxy", "Hub", "sys"]

@@ -5,10 +5,10 @@ from __future__ import annotations
 import requests
 
 from tests.e2e.conftest import Api, ServiceProcess
-from tests.hub.conftest import Hub
+from tests.hub.conftest import SpawnerHub
 
 
-def _login(hub: Hub, name: str) -> requests.Session:
+def _login(hub: SpawnerHub, name: str) -> requests.Session:
     s = requests.Session()
     s.get(f"{hub.url}/hub/login", timeout=10)
     r = s.post(f"{hub.url}/hub/login", data={"username": name, "password": "x", "_xsrf": s.cookies.get("_xsrf")},
@@ -17,7 +17,9 @@ def _login(hub: Hub, name: str) -> requests.Session:
     return s
 
 
-def test_the_form_shows_the_quota_and_refuses_what_it_does_not_allow(hub: Hub, tacc_service: ServiceProcess) -> None:
+def test_the_form_shows_the_quota_and_refuses_what_it_does_not_allow(spawner_hub: SpawnerHub,
+                                                                     tacc_service: ServiceProcess) -> None:
+    hub = spawner_hub
     admin = Api(tacc_service.url, tacc_service.token("root", admin=True))
     status, _ = admin.call("PUT", "/api/admin/quotas/user/bob", {"max_gpus": 1, "gpu_hours": 3})
     assert status == 200

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import Api, ServiceProcess
-from tests.hub.conftest import FaultProxy, Hub
+from tests.hub.conftest import FaultProxy, SpawnerHub
 
 pytestmark = pytest.mark.timeout(300)
 
 
 def test_a_restarted_hub_keeps_the_server_and_can_still_stop_it(tmp_path: Path, tacc_service: ServiceProcess,
                                                                fault_proxy: FaultProxy) -> None:
-    hub = Hub(tmp_path / "hub", fault_proxy.url, {"rita": tacc_service.token("rita")},
+    hub = SpawnerHub(tmp_path / "hub", fault_proxy.url, {"rita": tacc_service.token("rita")},
               extra_config="c.JupyterHub.cleanup_servers = False\n").start()
     try:
         assert hub.api.post(f"{hub.url}/hub/api/users/rita", timeout=10).status_code == 201

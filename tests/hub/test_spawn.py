@@ -8,12 +8,12 @@ import time
 import pytest
 
 from tests.e2e.conftest import Api, ServiceProcess
-from tests.hub.conftest import FaultProxy, Hub
+from tests.hub.conftest import FaultProxy, SpawnerHub
 
 pytestmark = pytest.mark.timeout(300)
 
 
-def _start(hub: Hub, name: str, options: dict | None = None) -> tuple[int, list[dict]]:
+def _start(hub: SpawnerHub, name: str, options: dict | None = None) -> tuple[int, list[dict]]:
     events: list[dict] = []
     r = hub.api.post(f"{hub.url}/hub/api/users/{name}", timeout=10)
     assert r.status_code in (201, 409), r.text
@@ -24,12 +24,13 @@ def _start(hub: Hub, name: str, options: dict | None = None) -> tuple[int, list[
     return r.status_code, events
 
 
-def _task_id(hub: Hub, name: str) -> int:
+def _task_id(hub: SpawnerHub, name: str) -> int:
     return int(hub.user(name)["servers"][""]["state"]["task_id"])
 
 
 def test_a_server_is_a_task_that_starts_reports_progress_and_stops(
-        hub: Hub, tacc_service: ServiceProcess) -> None:
+        spawner_hub: SpawnerHub, tacc_service: ServiceProcess) -> None:
+    hub = spawner_hub
     began = time.monotonic()
     status, events = _start(hub, "alice")
     server = hub.wait_ready("alice")
@@ -62,8 +63,9 @@ def test_a_server_is_a_task_that_starts_reports_progress_and_stops(
     print(f"alice: POST to ready {ready_s:.2f} s")
 
 
-def test_a_failing_poll_does_not_drop_a_running_server(hub: Hub, tacc_service: ServiceProcess,
+def test_a_failing_poll_does_not_drop_a_running_server(spawner_hub: SpawnerHub, tacc_service: ServiceProcess,
                                                         fault_proxy: FaultProxy) -> None:
+    hub = spawner_hub
     _start(hub, "carol")
     hub.wait_ready("carol")
     task_id = _task_id(hub, "carol")
@@ -85,7 +87,9 @@ def test_a_failing_poll_does_not_drop_a_running_server(hub: Hub, tacc_service: S
     assert api.wait_status(task_id, {"cancelled"}, timeout=60)["status"] == "cancelled"
 
 
-def test_a_start_timeout_says_where_the_task_stood_and_cancels_it(hub: Hub, tacc_service: ServiceProcess) -> None:
+def test_a_start_timeout_says_where_the_task_stood_and_cancels_it(spawner_hub: SpawnerHub,
+                                                                  tacc_service: ServiceProcess) -> None:
+    hub = spawner_hub
     # dave holds both GPUs; tim (start_timeout 6 s) waits behind him.
     _start(hub, "dave", {"gpus": 2})
     hub.wait_ready("dave")
@@ -103,7 +107,8 @@ def test_a_start_timeout_says_where_the_task_stood_and_cancels_it(hub: Hub, tacc
     assert hub.api.delete(f"{hub.url}/hub/api/users/dave/server", timeout=60).status_code in (202, 204)
 
 
-def test_idle_gpus_stop_the_server_even_with_a_tab_open(hub: Hub, tacc_service: ServiceProcess) -> None:
+def test_idle_gpus_stop_the_server_even_with_a_tab_open(spawner_hub: SpawnerHub, tacc_service: ServiceProcess) -> None:
+    hub = spawner_hub
     _start(hub, "gina", {"gpus": 1, "time_limit": "1h"})
     hub.wait_ready("gina")
     task_id = _task_id(hub, "gina")

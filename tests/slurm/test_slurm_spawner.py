@@ -10,18 +10,18 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import Api, ServiceProcess
-from tests.hub.conftest import Hub
+from tests.hub.conftest import SpawnerHub
 from tests.slurm.conftest import SlurmCluster
 
 pytestmark = pytest.mark.timeout(600)
 
 
 @pytest.fixture
-def slurm_hub(slurm_cluster: SlurmCluster, tmp_path: Path) -> Iterator[tuple[Hub, ServiceProcess]]:
+def slurm_hub(slurm_cluster: SlurmCluster, tmp_path: Path) -> Iterator[tuple[SpawnerHub, ServiceProcess]]:
     svc = ServiceProcess(tmp_path / "svc", "--TaccHub.executor=slurm", "--TaccHub.grace_period=2").start()
     hub = None
     try:
-        hub = Hub(tmp_path / "hub", svc.url, {"sam": svc.token("sam")}).start()
+        hub = SpawnerHub(tmp_path / "hub", svc.url, {"sam": svc.token("sam")}).start()
         yield hub, svc
     finally:
         if hub is not None:
@@ -29,7 +29,7 @@ def slurm_hub(slurm_cluster: SlurmCluster, tmp_path: Path) -> Iterator[tuple[Hub
         svc.stop()
 
 
-def test_a_server_runs_as_a_slurm_job_and_stops_with_it(slurm_hub: tuple[Hub, ServiceProcess]) -> None:
+def test_a_server_runs_as_a_slurm_job_and_stops_with_it(slurm_hub: tuple[SpawnerHub, ServiceProcess]) -> None:
     hub, svc = slurm_hub
     assert hub.api.post(f"{hub.url}/hub/api/users/sam", timeout=10).status_code == 201
     began = time.monotonic()

@@ -1,0 +1,49 @@
+"""JupyterHub with tacc_hub: the hub that ``scripts/start.sh`` starts (see docs/hub.md).
+
+The embedded default needs nothing but this repository: the tacc service runs under the hub
+as the managed service ``tacc`` (local executor, SQLite, state in ``$TACC_STATE_DIR``), users'
+servers are tacc tasks (TaccSpawner), and demo users log in with the demo password.
+
+Environment (all optional):
+  TACC_HUB_PORT       the hub's public port (8000)
+  TACC_PORT           the service's own port behind the proxy (8765)
+  TACC_STATE_DIR      tacc's state; the hub keeps its own files in $TACC_STATE_DIR/hub (./.tacc)
+  TACC_DEMO_USERS     demo users, comma separated (alice,bob); admins: TACC_DEMO_ADMINS (admin)
+  TACC_DEMO_PASSWORD  the demo users' password (unset: any password, as DummyAuthenticator)
+  TACC_GPUS           GPU slots of the local executor (4; fake ones where the machine has none)
+  TACC_EXECUTOR       local (default) or slurm: the Slurm dev cluster of scripts/slurm-dev.sh,
+                      whose slurm.conf is $SLURM_CONF (default ./.slurm-dev/etc/slurm.conf)
+  TACC_CULL_IDLE_AFTER  seconds after which an idle server is stopped (28800: TACC's 8 hours; 0: never)
+  TACC_HUB_SPAWNER      spawner class for users' servers (default: simple, local processes)
+"""
+
+# ruff: noqa: F821  (``get_config`` is injected by traitlets when JupyterHub loads this file)
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from tacc_hub.hub.config import hub_settings
+
+c = get_config()  # type: ignore[name-defined]
+
+here = Path(__file__).resolve().parent
+settings = hub_settings(
+    repo=here,
+    python=sys.executable,
+    hub_port=int(os.environ.get("TACC_HUB_PORT", "8000")),
+    service_port=int(os.environ.get("TACC_PORT", "8765")),
+    state_dir=Path(os.environ.get("TACC_STATE_DIR") or here / ".tacc"),
+    users=os.environ.get("TACC_DEMO_USERS", "alice,bob"),
+    admins=os.environ.get("TACC_DEMO_ADMINS", "admin"),
+    password=os.environ.get("TACC_DEMO_PASSWORD"),
+    executor=os.environ.get("TACC_EXECUTOR", "local"),
+    spawner=os.environ.get("TACC_HUB_SPAWNER", "simple"),
+    slurm_conf=os.environ.get("SLURM_CONF"),
+    local_gpus=int(os.environ.get("TACC_GPUS", "4")),
+    cull_idle_after=int(os.environ.get("TACC_CULL_IDLE_AFTER", str(8 * 3600))),
+)
+for section, values in settings.items():
+    for key, value in values.items():
+        setattr(getattr(c, section), key, value)

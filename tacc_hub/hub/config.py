@@ -1,0 +1,115 @@
+"""The settings of a JupyterHub that runs tacc_hub: what ``jupyterhub_config.py`` applies.
+
+One function, so the README's hub, the tests' hubs and a site's own config build the same thing:
+the tacc service as the hub-managed service ``tacc`` (hub-mode auth), our custom scopes and who
+holds them, demo users for the embedded default, and users' servers as tacc tasks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from tacc_hub.service.scopes import ADMIN_SCOPE, TASKS_SCOPE
+
+SERVICE = "tacc"
+CUSTOM_SCOPES = {
+    TASKS_SCOPE: {"description": "Submit tasks to the GPU cluster, and read and cancel one's own."},
+    ADMIN_SCOPE: {"description": "Administer the GPU cluster: everyone's tasks, quotas and groups."},
+}
+# What a user server's $JUPYTERHUB_API_TOKEN may do: the hub's defaults plus our tasks scope, so
+# that tcloud, %tacc and the Lab panel work inside a server with no set-up.
+SERVER_TOKEN_SCOPES = ["users:activity!user", "access:servers!server", TASKS_SCOPE,
+                       f"access:services!service={SERVICE}"]
+
+
+def _names(csv: str) -> set[str]:
+    return {n.strip() for n in csv.split(",") if n.strip()}
+
+
+def hub_settings(*, repo: Path, python: str, hub_port: int, service_port: int, state_dir: Path, users: str,
+                 admins: str, password: str | None, executor: str, spawner: str,
+                 slurm_conf: str | None = None, local_gpus: int = 4,
+                 cull_idle_after: int = 8 * 3600) -> dict[str, dict[str, Any]]:
+    """``{section: {setting: value}}`` for JupyterHub's config object.
+
+    Ports: the hub's public ``hub_port`` (the proxy), the proxy's API at ``hub_port + 1``, the hub's
+    own API at ``hub_port + 81`` (8000, 8001, 8081 by default: JupyterHub's), the service at
+    ``service_port``. Everything the hub writes lives in ``state_dir/hub``. The local executor hands
+    out ``local_gpus`` GPU slots (fake ones on a machine without GPUs: each task sees its own
+    ``CUDA_VISIBLE_DEVICES``), so quotas and the queue behave as on a GPU node. Servers idle for
+    ``cull_idle_after`` seconds (TACC's rule: 8 hours; 0: never) are stopped by
+    jupyterhub-idle-culler, which runs as the hub-managed service ``idle-culler``.
+    """
+    hub_dir = (state_dir / "hub").resolve()
+    hub_dir.mkdir(parents=True, exist_ok=True)
+    public = f"http://127.0.0.1:{hub_port}"
+    bin_dir = Path(python).parent
+    serve = [str(bin_dir / "tacc-hub"), "serve", f"--port={service_port}", f"--state-dir={state_dir.resolve()}",
+             "--TaccHub.auth=hub"]
+    if executor == "slurm":
+        conf = slurm_conf or str(repo / ".slurm-dev" / "etc" / "slurm.conf")
+        serve += ["--TaccHub.executor=slurm", f"--TaccHub.slurm_conf={conf}"]
+    elif executor == "local":
+        serve.append(f"--gpus={int(local_gpus)}")
+    else:
+        raise ValueError(f"TACC_EXECUTOR must be local or slurm, not {executor!r}")
+    all_admins = _names(admins)
+    hub: dict[str, Any] = {
+        "ip": "127.0.0.1",
+        "port": hub_port,
+        "hub_ip": "127.0.0.1",
+        "hub_port": hub_port + 81,
+        "db_url": f"sqlite:///{hub_dir / 'jupyterhub.sqlite'}",
+        "cookie_secret_file": str(hub_dir / "jupyterhub_cookie_secret"),
+        "authenticator_class": "dummy",
+        "spawner_class": spawner,
+        "custom_scopes": CUSTOM_SCOPES,
+        "load_roles": [
+            {"name": "user", "description": "Every user: their own server and tasks.",
+             "scopes": ["self", TASKS_SCOPE, f"access:services!service={SERVICE}"]},
+            {"name": "tacc-admins", "description": "Cluster admins (the hub's admins are given this role too).",
+             "scopes": [ADMIN_SCOPE, TASKS_SCOPE, f"access:services!service={SERVICE}"],
+             "users": sorted(all_admins)},
+        ],
+        "services": [{
+            "name": SERVICE,
+            "display": True,
+            "info": {"description": "GPU cluster tasks, queue and quotas"},
+            "url": f"http://127.0.0.1:{service_port}",
+            "command": serve,
+            "oauth_no_confirm": True,
+            "oauth_client_allowed_scopes": [TASKS_SCOPE, ADMIN_SCOPE],
+            "environment": {"TACC_STATE_DIR": str(state_dir.resolve())},
+        }],
+    }
+    if cull_idle_after > 0:
+        hub["services"].append({
+            "name": "idle-culler",
+            "command": [python, "-m", "jupyterhub_idle_culler", f"--timeout={int(cull_idle_after)}",
+                        f"--cull-every={max(30, min(300, int(cull_idle_after) // 4))}"],
+        })
+        hub["load_roles"].append({
+            "name": "idle-culler", "description": "Stop servers idle longer than the site allows.",
+            "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
+            "services": ["idle-culler"],
+        })
+    auth: dict[str, Any] = {"allowed_users": _names(users) | all_admins, "admin_users": all_admins}
+    spawn: dict[str, Any] = {
+        "server_token_scopes": SERVER_TOKEN_SCOPES,
+        "environment": {"TACC_URL": f"{public}/services/{SERVICE}"},
+        "default_url": "/lab",
+    }
+    out: dict[str, dict[str, Any]] = {
+        "JupyterHub": hub,
+        "Authenticator": auth,
+        "Spawner": spawn,
+        "ConfigurableHTTPProxy": {"api_url": f"http://127.0.0.1:{hub_port + 1}",
+                                  "pid_file": str(hub_dir / "proxy.pid")},
+    }
+    chp = bin_dir.parent / "node" / "node_modules" / ".bin" / "configurable-http-proxy"
+    if chp.exists():  # npm's proxy, installed by scripts/bootstrap.sh: it streams (the PyPI one buffers)
+        out["ConfigurableHTTPProxy"]["command"] = [str(chp)]
+    if password:
+        out["DummyAuthenticator"] = {"password": password}
+    return out
