@@ -43,14 +43,18 @@ CULLED_PREFIX = "tacc-server: stopping: "
 # Variables the executor sets for the task; the hub's values must not replace them.
 KEEP_TASK_VARS = ("PATH", "VIRTUAL_ENV", "CONDA_PREFIX", "CUDA_VISIBLE_DEVICES", "HOME", "USER")
 KEEP_TASK_PREFIXES = ("TACC_", "SLURM_")
+FROM_HUB = ("TACC_URL",)  # where the service is, for tcloud, %tacc and the Lab panel inside the server
 NVIDIA_SMI = ["nvidia-smi", "--query-gpu=index,utilization.gpu", "--format=csv,noheader,nounits"]
 
 
 def server_env(base: dict[str, str], hub_env: dict[str, str]) -> dict[str, str]:
-    """The task's environment with the hub's variables added (the task's own launch variables win)."""
+    """The task's environment with the hub's variables added (the task's own launch variables win;
+    the hub's ``TACC_URL`` reaches the server, since a task has none of its own)."""
     env = dict(base)
     for key, value in hub_env.items():
-        if key in KEEP_TASK_VARS or key.startswith(KEEP_TASK_PREFIXES):
+        if key in FROM_HUB and key not in base:
+            pass
+        elif key in KEEP_TASK_VARS or key.startswith(KEEP_TASK_PREFIXES):
             continue
         env[key] = value
     return env

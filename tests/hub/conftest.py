@@ -117,7 +117,7 @@ class HubProcess:
 
 @pytest.fixture(scope="session")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
-    h = HubProcess(tmp_path_factory.mktemp("hub"), TACC_HUB_SPAWNER="simple").start()
+    h = HubProcess(tmp_path_factory.mktemp("hub")).start()
     yield h
     h.stop()
 

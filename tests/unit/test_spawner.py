@@ -133,9 +133,10 @@ def test_gpu_idle_needs_every_reading_below_threshold_for_the_whole_timeout() ->
 def test_the_hub_env_never_replaces_the_task_s_launch_variables() -> None:
     env = server.server_env({"PATH": "/env/bin", "CUDA_VISIBLE_DEVICES": "1", "TACC_TASK_ID": "3"},
                             {"PATH": "/hub/bin", "CUDA_VISIBLE_DEVICES": "", "TACC_TASK_ID": "x", "SLURM_X": "y",
-                             "JUPYTERHUB_API_TOKEN": "t", "PYTHONPATH": "/p"})
+                             "JUPYTERHUB_API_TOKEN": "t", "PYTHONPATH": "/p", "TACC_URL": "http://hub/services/tacc"})
     assert env == {"PATH": "/env/bin", "CUDA_VISIBLE_DEVICES": "1", "TACC_TASK_ID": "3", "JUPYTERHUB_API_TOKEN": "t",
-                   "PYTHONPATH": "/p"}
+                   "PYTHONPATH": "/p", "TACC_URL": "http://hub/services/tacc"}
+    assert server.server_env({"TACC_URL": "http://task"}, {"TACC_URL": "http://hub"})["TACC_URL"] == "http://task"
     assert server.with_port("http://127.0.0.1:0/user/a/", "0.0.0.0", 5000) == "http://0.0.0.0:5000/user/a/"
     assert server.route_address("http://127.0.0.1:8081/hub/api") == "127.0.0.1"
     assert _listening("x\ntacc-server: listening on 10.0.0.5:4321\n") == ("10.0.0.5", 4321)
