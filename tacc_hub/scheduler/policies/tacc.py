@@ -134,7 +134,9 @@ class Tacc:
         has ended after an hour, its waiting siblings are expected to be long too, and fresh short bursts go
         first. Avg JCT / p99 JCT, VC 6214e9 alone (was 27.35 h / 227 h): 25.6 h / 238 h, and 24.5 h / 224 h
         with ``age_step`` 8 days; the whole trace (was 12.08 h / 381 h): 12.05 h / 375 h, and 11.84 h / 400 h
-        with 8 days. Swept on VC 6214e9 with ``age_step`` 7 days (avg / p99 h), batch gap 5 min: 25.3 / 244,
+        with 8 days (8 days without contexts: 26.9 h / 223 h on VC 6214e9). With 8 days, width 2: 24.3 / 219
+        (the whole trace 11.99 / 412), 4: 25.5 / 225. Swept on VC 6214e9 with ``age_step`` 7 days (avg / p99
+        h), batch gap 5 min: 25.3 / 244,
         1 h: 26.9 / 234; the class of the last
         completion of the group and GPU count (no batches), width 3: 28.9 / 192, 4: 31.5 / 290; with level
         ratio 2: width 2: 24.4 / 292, 3: 23.2 / 279 (p99 over Tiresias' 260 h), 4: 27.4 / 292; batches, class
