@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import subprocess
+import sys
 import tarfile
 from types import SimpleNamespace
 from typing import Any
@@ -283,3 +285,22 @@ def test_without_a_token_a_short_lived_hub_token_is_minted_for_the_user_and_rene
     finally:
         mod.TaccClient = orig  # type: ignore[misc]
     assert seen == ["hub-token-2", "hub-token-3"]
+
+
+def test_the_default_server_command_starts_without_the_slow_import(monkeypatch: pytest.MonkeyPatch) -> None:
+    sp = _spawner(FakeService())
+    monkeypatch.setattr(sp, "get_args", lambda: ["--port=0"])
+    monkeypatch.setattr(sp, "get_env", lambda: {})
+    cmd = sp._server_config({}, 0, "", "0.0.0.0")["cmd"]
+    assert cmd[:2] == ["python3", "-c"] and "rfc3987_syntax" in cmd[2] and cmd[3:] == ["--port=0"]
+    # the code really starts jupyterhub-singleuser: its entry point, and the module is then left out
+    code = cmd[2].replace("sys.exit(main())", "print(main is ep.load(), 'rfc3987_syntax' in sys.modules and "
+                          "sys.modules['rfc3987_syntax'] is None)")
+    probe = ("from importlib.metadata import entry_points; "
+             "ep = [e for e in entry_points(group='console_scripts') if e.name == 'jupyterhub-singleuser'][0]; ")
+    out = subprocess.run([sys.executable, "-c", probe + code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["True", "True"], out.stderr
+    sp.fast_start = False
+    assert sp._server_config({}, 0, "", "0.0.0.0")["cmd"] == ["jupyterhub-singleuser", "--port=0"]
+    sp.fast_start, sp.cmd = True, ["my-server"]
+    assert sp._server_config({}, 0, "", "0.0.0.0")["cmd"] == ["my-server", "--port=0"]
