@@ -13,7 +13,8 @@ Environment (all optional):
   TACC_GPUS           GPU slots of the local executor (4; fake ones where the machine has none)
   TACC_EXECUTOR       local (default) or slurm: the Slurm dev cluster of scripts/slurm-dev.sh,
                       whose slurm.conf is $SLURM_CONF (default ./.slurm-dev/etc/slurm.conf)
-  TACC_HUB_SPAWNER    spawner class for users' servers (default: simple, local processes)
+  TACC_CULL_IDLE_AFTER  seconds after which an idle server is stopped (28800: TACC's 8 hours; 0: never)
+  TACC_HUB_SPAWNER      spawner class for users' servers (default: simple, local processes)
 """
 
 # ruff: noqa: F821  (``get_config`` is injected by traitlets when JupyterHub loads this file)
@@ -41,6 +42,7 @@ settings = hub_settings(
     spawner=os.environ.get("TACC_HUB_SPAWNER", "simple"),
     slurm_conf=os.environ.get("SLURM_CONF"),
     local_gpus=int(os.environ.get("TACC_GPUS", "4")),
+    cull_idle_after=int(os.environ.get("TACC_CULL_IDLE_AFTER", str(8 * 3600))),
 )
 for section, values in settings.items():
     for key, value in values.items():

@@ -29,14 +29,17 @@ def _names(csv: str) -> set[str]:
 
 def hub_settings(*, repo: Path, python: str, hub_port: int, service_port: int, state_dir: Path, users: str,
                  admins: str, password: str | None, executor: str, spawner: str,
-                 slurm_conf: str | None = None, local_gpus: int = 4) -> dict[str, dict[str, Any]]:
+                 slurm_conf: str | None = None, local_gpus: int = 4,
+                 cull_idle_after: int = 8 * 3600) -> dict[str, dict[str, Any]]:
     """``{section: {setting: value}}`` for JupyterHub's config object.
 
     Ports: the hub's public ``hub_port`` (the proxy), the proxy's API at ``hub_port + 1``, the hub's
     own API at ``hub_port + 81`` (8000, 8001, 8081 by default: JupyterHub's), the service at
     ``service_port``. Everything the hub writes lives in ``state_dir/hub``. The local executor hands
     out ``local_gpus`` GPU slots (fake ones on a machine without GPUs: each task sees its own
-    ``CUDA_VISIBLE_DEVICES``), so quotas and the queue behave as on a GPU node.
+    ``CUDA_VISIBLE_DEVICES``), so quotas and the queue behave as on a GPU node. Servers idle for
+    ``cull_idle_after`` seconds (TACC's rule: 8 hours; 0: never) are stopped by
+    jupyterhub-idle-culler, which runs as the hub-managed service ``idle-culler``.
     """
     hub_dir = (state_dir / "hub").resolve()
     hub_dir.mkdir(parents=True, exist_ok=True)
@@ -80,6 +83,17 @@ def hub_settings(*, repo: Path, python: str, hub_port: int, service_port: int, s
             "environment": {"TACC_STATE_DIR": str(state_dir.resolve())},
         }],
     }
+    if cull_idle_after > 0:
+        hub["services"].append({
+            "name": "idle-culler",
+            "command": [python, "-m", "jupyterhub_idle_culler", f"--timeout={int(cull_idle_after)}",
+                        f"--cull-every={max(30, min(300, int(cull_idle_after) // 4))}"],
+        })
+        hub["load_roles"].append({
+            "name": "idle-culler", "description": "Stop servers idle longer than the site allows.",
+            "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
+            "services": ["idle-culler"],
+        })
     auth: dict[str, Any] = {"allowed_users": _names(users) | all_admins, "admin_users": all_admins}
     spawn: dict[str, Any] = {
         "server_token_scopes": SERVER_TOKEN_SCOPES,

@@ -35,7 +35,8 @@ def test_hub_settings_run_the_service_under_the_hub(tmp_path: Path):
     s = hub_settings(repo=tmp_path, python="/venv/bin/python", hub_port=8000, service_port=8765,
                      state_dir=tmp_path / "st", users="alice, bob", admins="admin", password=None,
                      executor="local", spawner="tacc")
-    (svc,) = s["JupyterHub"]["services"]
+    svc, culler = s["JupyterHub"]["services"]
+    assert culler["name"] == "idle-culler" and "--timeout=28800" in culler["command"]
     assert svc["command"][:2] == ["/venv/bin/tacc-hub", "serve"] and "--TaccHub.auth=hub" in svc["command"]
     assert s["Authenticator"]["allowed_users"] == {"alice", "bob", "admin"}
     assert s["Authenticator"]["admin_users"] == {"admin"}
@@ -46,6 +47,9 @@ def test_hub_settings_run_the_service_under_the_hub(tmp_path: Path):
                          users="", admins="", password="pw", executor="slurm", spawner="tacc",
                          slurm_conf="/etc/slurm/slurm.conf")
     assert "--TaccHub.slurm_conf=/etc/slurm/slurm.conf" in slurm["JupyterHub"]["services"][0]["command"]
+    never = hub_settings(repo=tmp_path, python="p", hub_port=1, service_port=2, state_dir=tmp_path, users="",
+                         admins="", password=None, executor="local", spawner="tacc", cull_idle_after=0)
+    assert [svc["name"] for svc in never["JupyterHub"]["services"]] == ["tacc"]
     with pytest.raises(ValueError, match="local or slurm"):
         hub_settings(repo=tmp_path, python="p", hub_port=1, service_port=2, state_dir=tmp_path, users="",
                      admins="", password=None, executor="k8s; rm -rf /", spawner="tacc")
