@@ -2,19 +2,28 @@
  * Follow one task's log stream: read the SSE body as it arrives into a LogBuffer, and when the
  * connection drops before the `end` event, reconnect from the buffer's offset (with
  * `Last-Event-ID`) after a backoff. No JupyterLab here: the view subscribes with callbacks.
+ *
+ * A proxy that buffers whole responses (the Python configurable-http-proxy does) delivers
+ * nothing of a stream until it ends: when the first bytes do not come within
+ * `firstByteTimeout` (the service sends a comment at once), the follower reads the log
+ * in chunks from its offset instead (`GET .../logs?offset=`), every `pollInterval`.
  */
 
 import { ApiError, TaccApi } from './api';
 import { LogBuffer, SseParser, reconnectDelay } from './logs';
 
-export type FollowState = 'connecting' | 'streaming' | 'reconnecting' | 'ended' | 'error' | 'stopped';
+export type FollowState = 'connecting' | 'streaming' | 'polling' | 'reconnecting' | 'ended' | 'error' | 'stopped';
 
 export interface FollowOptions {
   onUpdate: (buffer: LogBuffer) => void;
   onState?: (state: FollowState, detail?: string) => void;
   sleep?: (ms: number) => Promise<void>;
   maxAttempts?: number; // consecutive failed connects before giving up (default: 20)
+  firstByteTimeout?: number; // ms to wait for the stream's first bytes (default 5000)
+  pollInterval?: number; // ms between chunk reads once streaming does not work (default 1000)
 }
+
+class NoStream extends Error {}
 
 const defaultSleep = (ms: number) => new Promise<void>(resolve => setTimeout(resolve, ms));
 
@@ -23,6 +32,7 @@ export class LogFollower {
   private controller: AbortController | null = null;
   private stopped = false;
   connects = 0;
+  mode: 'stream' | 'poll' = 'stream';
 
   constructor(
     private readonly api: TaccApi,
@@ -45,13 +55,27 @@ export class LogFollower {
     const maxAttempts = this.opts.maxAttempts ?? 20;
     let failures = 0;
     while (!this.stopped && !this.buffer.ended) {
-      this.opts.onState?.(this.connects === 0 ? 'connecting' : 'reconnecting');
+      if (this.mode === 'stream') {
+        this.opts.onState?.(this.connects === 0 ? 'connecting' : 'reconnecting');
+      }
       const before = this.buffer.offset;
       try {
+        if (this.mode === 'poll') {
+          await this.pollOnce();
+          failures = 0;
+          if (!this.buffer.ended && !this.stopped && this.buffer.offset === before) {
+            await sleep(this.opts.pollInterval ?? 1000);
+          }
+          continue;
+        }
         await this.once();
       } catch (err) {
         if (this.stopped) {
           return;
+        }
+        if (err instanceof NoStream) {
+          this.mode = 'poll';
+          continue;
         }
         if (err instanceof ApiError && err.status >= 400 && err.status < 500) {
           this.opts.onState?.('error', err.message);
@@ -74,21 +98,60 @@ export class LogFollower {
     }
   }
 
+  /** One chunk read from the buffer's offset (the fallback when streams are buffered). */
+  private async pollOnce(): Promise<void> {
+    this.opts.onState?.('polling');
+    const chunk = await this.api.logs(this.taskId, this.buffer.offset);
+    const before = this.buffer.offset;
+    this.buffer.append({ offset: chunk.offset, data: chunk.data });
+    if (chunk.eof) {
+      this.buffer.ended = { status: chunk.status };
+    }
+    if (this.buffer.offset !== before || chunk.eof) {
+      this.opts.onUpdate(this.buffer);
+    }
+  }
+
   private async once(): Promise<void> {
-    this.controller = new AbortController();
+    const controller = (this.controller = new AbortController());
     const { query, headers } = this.buffer.resumeRequest();
     this.connects += 1;
-    const resp = await this.api.openLogStream(this.taskId, query, headers, this.controller.signal);
+    let firstBytes = false;
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      if (!firstBytes) {
+        timedOut = true;
+        controller.abort();
+      }
+    }, this.opts.firstByteTimeout ?? 5000);
+    let resp: Response;
+    try {
+      resp = await this.api.openLogStream(this.taskId, query, headers, controller.signal);
+    } catch (err) {
+      clearTimeout(timer);
+      throw timedOut ? new NoStream() : err;
+    }
     if (!resp.body) {
+      clearTimeout(timer);
       throw new ApiError(0, 'the log stream has no body');
     }
-    this.opts.onState?.('streaming');
     const reader = resp.body.getReader();
     const decoder = new TextDecoder();
     const parser = new SseParser();
     try {
       for (;;) {
-        const { value, done } = await reader.read();
+        let step: ReadableStreamReadResult<Uint8Array>;
+        try {
+          step = await reader.read();
+        } catch (err) {
+          throw timedOut ? new NoStream() : err;
+        }
+        const { value, done } = step;
+        if (!firstBytes) {
+          firstBytes = true;
+          clearTimeout(timer);
+          this.opts.onState?.('streaming');
+        }
         if (done) {
           return;
         }
@@ -107,8 +170,9 @@ export class LogFollower {
         }
       }
     } finally {
+      clearTimeout(timer);
       reader.cancel().catch(() => undefined);
-      this.controller.abort();
+      controller.abort();
     }
   }
 }

@@ -18,6 +18,7 @@ export interface SubmitChoice {
   nodes: number;
   time: string;
   runtime: string;
+  packages: boolean;
 }
 
 export function captureRequest(path: string, choice: SubmitChoice, kernelId?: string): CaptureRequest {
@@ -26,6 +27,7 @@ export function captureRequest(path: string, choice: SubmitChoice, kernelId?: st
     name: choice.name || undefined,
     resources: { gpus: choice.gpus, nodes: choice.nodes, time: choice.time || undefined },
     runtime: choice.runtime,
+    packages: choice.packages,
     kernel_id: kernelId
   };
 }
@@ -115,7 +117,7 @@ function SubmitForm(props: { api: TaccApi; path: string; kernelId?: string; init
     return () => clearTimeout(timer);
   }, [choice]);
 
-  const set = (k: keyof SubmitChoice, v: string | number) => setChoice({ ...choice, [k]: v });
+  const set = (k: 'name' | 'gpus' | 'nodes' | 'time' | 'runtime', v: string | number) => setChoice({ ...choice, [k]: v });
   const num = (v: string) => Math.max(0, Math.floor(Number(v) || 0));
   return (
     <div className="tacc-submit-form">
@@ -143,6 +145,15 @@ function SubmitForm(props: { api: TaccApi; path: string; kernelId?: string; init
           </select>
         </Field>
       </div>
+      <label className="tacc-check">
+        <input
+          id="tacc-f-packages"
+          type="checkbox"
+          checked={choice.packages}
+          onChange={e => setChoice({ ...choice, packages: e.target.checked })}
+        />{' '}
+        Pin this environment's packages (the task installs the same versions)
+      </label>
       <div className="tacc-preview-wrap" aria-live="polite" aria-busy={loading}>
         {error && (
           <div className="tacc-error" role="alert">
@@ -184,7 +195,7 @@ class SubmitBody extends ReactWidget implements Dialog.IBodyWidget<SubmitChoice>
 /** Ask, then submit; resolves to the created task, or null when the user cancelled. */
 export async function submitNotebookDialog(api: TaccApi, path: string, kernelId?: string): Promise<Task | null> {
   const base = path.split('/').pop()!.replace(/\.ipynb$/, '');
-  const body = new SubmitBody(api, path, kernelId, { name: base, gpus: 0, nodes: 1, time: '30m', runtime: 'plain' });
+  const body = new SubmitBody(api, path, kernelId, { name: base, gpus: 0, nodes: 1, time: '30m', runtime: 'plain', packages: true });
   const result = await showDialog({
     title: 'Submit this notebook to the GPU cluster',
     body,

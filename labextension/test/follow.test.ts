@@ -90,6 +90,44 @@ describe('LogFollower', () => {
   });
 });
 
+describe('LogFollower behind a buffering proxy', () => {
+  it('reads chunks from its offset when the stream sends nothing in time', async () => {
+    const paths: string[] = [];
+    const log = 'a\nbb\nccc\n';
+    const request: RequestFn = (path, init) => {
+      paths.push(path);
+      if (path.includes('/logs/stream')) {
+        // a proxy that holds the whole response: nothing until the abort
+        return new Promise<Response>((_, reject) => {
+          init!.signal!.addEventListener('abort', () => reject(new DOMException('aborted', 'AbortError')));
+        });
+      }
+      const offset = Number(new URL(path, 'http://x/').searchParams.get('offset'));
+      // two bytes per read; the task has ended, so eof comes with the last bytes
+      const data = log.slice(offset, offset + 2);
+      const eof = offset + data.length >= log.length;
+      return Promise.resolve(
+        new Response(JSON.stringify({ offset, next_offset: offset + data.length, data, eof, status: eof ? 'succeeded' : 'running' }))
+      );
+    };
+    const states: FollowState[] = [];
+    const f = new LogFollower(new TaccApi(request), 3, {
+      onUpdate: () => undefined,
+      onState: s => states.push(s),
+      sleep: async () => undefined,
+      firstByteTimeout: 20
+    });
+    await f.run();
+    expect(f.mode).toBe('poll');
+    expect(f.buffer.text).toBe(log);
+    expect(f.buffer.ended).toEqual({ status: 'succeeded' });
+    expect(paths[0]).toBe(`${ROUTES.logStream(3)}?offset=0`);
+    expect(paths.slice(1)).toEqual([0, 2, 4, 6, 8].map(o => `${ROUTES.logs(3)}?offset=${o}`));
+    expect(states).toContain('polling');
+    expect(states[states.length - 1]).toBe('ended');
+  });
+});
+
 describe('TaccApi', () => {
   it('uses the relay routes and turns errors into ApiError with fields', async () => {
     const seen: { path: string; method: string; body?: string }[] = [];

@@ -107,6 +107,10 @@ def hub_settings(*, repo: Path, python: str, hub_port: int, service_port: int, s
         "ConfigurableHTTPProxy": {"api_url": f"http://127.0.0.1:{hub_port + 1}",
                                   "pid_file": str(hub_dir / "proxy.pid")},
     }
+    if spawner == "simple":
+        # Local servers keep their users' files (and Jupyter settings) under the state directory,
+        # not in /tmp/NAME where every hub on the machine would share them.
+        out["SimpleLocalProcessSpawner"] = {"home_dir_template": str(state_dir.resolve() / "home" / "{username}")}
     if password:
         out["DummyAuthenticator"] = {"password": password}
     return out

@@ -155,3 +155,28 @@ def browser_login(browser, hub: HubProcess, user: str, next_path: str):
     page.wait_for_load_state()
     page.js_errors = errors
     return page
+
+
+def prepare_lab_home(hub: HubProcess, user: str) -> Path:
+    """The user's home for a local server (SimpleLocalProcessSpawner: ``STATE/home/USER``), set up as an
+    installed tacc_hub would be, but from this checkout: the Lab panel's build and the server extension
+    enabled in the user's Jupyter paths (so the code under test is what runs even when the venv holds
+    another copy), Lab's news pop-up turned off, and ``allow_root`` where the tests run as root."""
+    home = hub.state_dir / "home" / user
+    labext = home / ".local/share/jupyter/labextensions/tacc-hub-labextension"
+    labext.parent.mkdir(parents=True, exist_ok=True)
+    if not labext.is_symlink():
+        labext.symlink_to(ROOT / "tacc_hub" / "labextension")
+    server_conf = ROOT / "jupyter-config" / "jupyter_server_config.d" / "tacc_hub.json"
+    conf_d = home / ".jupyter" / "jupyter_server_config.d"
+    conf_d.mkdir(parents=True, exist_ok=True)
+    if server_conf.exists():
+        (conf_d / "tacc_hub.json").write_text(server_conf.read_text())
+    else:  # before the server extension's config file exists: enable the module by name
+        (conf_d / "tacc_hub.json").write_text('{"ServerApp": {"jpserver_extensions": {"tacc_hub.jupyter": true}}}')
+    if os.geteuid() == 0:  # test machines run as root; a server refuses to unless told
+        (home / ".jupyter" / "jupyter_server_config.json").write_text('{"ServerApp": {"allow_root": true}}')
+    news = home / ".jupyter/lab/user-settings/@jupyterlab/apputils-extension/notification.jupyterlab-settings"
+    news.parent.mkdir(parents=True, exist_ok=True)
+    news.write_text('{"fetchNews": "false", "checkForUpdates": false}')
+    return home

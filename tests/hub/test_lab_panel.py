@@ -1,0 +1,114 @@
+"""The JupyterLab side panel in a real browser, on a real hub: a user logs in, starts their server,
+opens a notebook in Lab, submits it from the notebook's toolbar, sees it RUNNING in the panel with
+its log streaming, and cancels it. Screenshots: test-artifacts/lab-*.png."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+
+from .conftest import ARTIFACTS, HubProcess, browser_login, prepare_lab_home
+
+USER = "bob"
+TICKS = 120  # a line every half second: a minute, far longer than the test needs
+
+
+def _notebook() -> str:
+    cell = (f"import time\nfor i in range({TICKS}):\n    print(f'tick {{i}}', flush=True)\n    time.sleep(0.5)\n")
+    return json.dumps({
+        "cells": [{"cell_type": "code", "execution_count": None, "id": "c1", "metadata": {}, "outputs": [],
+                   "source": cell}],
+        "metadata": {"kernelspec": {"display_name": "Python 3", "language": "python", "name": "python3"},
+                     "language_info": {"name": "python"}},
+        "nbformat": 4, "nbformat_minor": 5,
+    })
+
+
+def test_submit_the_open_notebook_watch_it_run_and_cancel_it(hub: HubProcess, browser):
+    home = prepare_lab_home(hub, USER)
+    folder = f"labtest-{uuid.uuid4().hex[:8]}"
+    (home / folder).mkdir(parents=True)
+    (home / folder / "ticks.ipynb").write_text(_notebook())
+
+    page = browser_login(browser, hub, USER, "/hub/spawn")
+    page.set_viewport_size({"width": 1400, "height": 900})
+    t0 = time.monotonic()
+    try:
+        page.wait_for_url(f"**/user/{USER}/lab**", timeout=90_000)
+        page.goto(f"{hub.url}/user/{USER}/lab/tree/{folder}/ticks.ipynb")
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+
+        # the panel, from the right side bar
+        page.click('.jp-SideBar [data-id="tacc-hub-panel"]')
+        page.wait_for_selector(".tacc-panel .tacc-header")
+
+        # Submit from the notebook toolbar: the dialog shows the captured environment
+        page.click(".tacc-submit-button")
+        dialog = page.locator(".jp-Dialog .tacc-submit-dialog")
+        dialog.wait_for()
+        page.wait_for_selector(".tacc-preview .tacc-digest", timeout=60_000)
+        pinned = page.inner_text(".tacc-preview .tacc-digest")
+        page.uncheck("#tacc-f-packages")  # a quick run: no package install
+        page.wait_for_function("d => { const e = document.querySelector('.tacc-preview .tacc-digest');"
+                               " return e && e.textContent !== d; }", arg=pinned, timeout=60_000)
+        page.fill("#tacc-f-name", "lab-ticks")
+        page.wait_for_selector(".tacc-preview-wrap[aria-busy=false] .tacc-digest", timeout=60_000)
+        assert "ticks" in page.inner_text(".tacc-preview")  # the converted notebook is the entry point
+        page.screenshot(path=str(ARTIFACTS / "lab-submit-dialog.png"))
+        page.click(".jp-Dialog .jp-mod-accept")
+
+        # the new task is selected in the panel: RUNNING, with its log streaming
+        row = page.locator(".tacc-task.tacc-open")
+        row.wait_for(timeout=30_000)
+        task_id = int(row.get_attribute("data-task-id") or 0)
+        assert task_id > 0
+        page.wait_for_selector(f'.tacc-task[data-task-id="{task_id}"][data-status="running"]', timeout=60_000)
+        page.wait_for_function("() => /tick 3\\b/.test(document.querySelector('.tacc-log-text')?.textContent || '')",
+                               timeout=60_000)
+        log = page.inner_text(".tacc-log-text")
+        assert re.search(r"tick 0\ntick 1\ntick 2\ntick 3", log), log
+        assert "lab-ticks" in row.inner_text()
+        # the cluster view: free GPUs per node and switch (the embedded hub's local executor: 4 slots)
+        page.click(".tacc-header button:has-text('Cluster')")
+        page.wait_for_selector(".tacc-cluster .tacc-node", timeout=30_000)
+        assert re.search(r"\d+ of 4 GPUs free", page.inner_text(".tacc-cluster-sum"))
+        page.screenshot(path=str(ARTIFACTS / "lab-panel-running.png"))
+
+        # cancel from the panel (keyboard reachable: a labelled button)
+        page.click(f'button[aria-label="Cancel task {task_id}"]')
+        page.wait_for_selector(f'.tacc-task[data-task-id="{task_id}"][data-status="cancelled"]', timeout=60_000)
+        page.wait_for_selector(".tacc-log-state[data-state=ended]", timeout=30_000)
+        # the state changes were notified (Lab's notification centre, from the status bar)
+        page.click(".jp-Notification-Status")
+        notes = page.locator(".jp-Notification-List")
+        notes.locator(f"text=Task {task_id} (lab-ticks) was cancelled").wait_for(timeout=30_000)
+        assert notes.locator(f"text=Task {task_id} (lab-ticks) is running").count() == 1
+        page.screenshot(path=str(ARTIFACTS / "lab-panel-cancelled.png"))
+        page.keyboard.press("Escape")
+
+        # the task's spec, from the keyboard
+        page.focus(f'.tacc-task[data-task-id="{task_id}"] button:has-text("Spec")')
+        page.keyboard.press("Enter")
+        spec = json.loads(page.inner_text(".tacc-spec-text"))
+        assert spec["name"] == "lab-ticks" and spec["entrypoint"]["argv"][0] == "python"
+
+        # the same panel in the dark theme, from the command palette
+        page.keyboard.press("Control+Shift+C")
+        page.keyboard.type("JupyterLab Dark")
+        page.keyboard.press("Enter")
+        page.wait_for_selector("body[data-jp-theme-light=false]", state="attached", timeout=30_000)
+        page.wait_for_timeout(500)  # the theme's CSS
+        page.screenshot(path=str(ARTIFACTS / "lab-panel-dark.png"))
+        # The hub's proxy (Python configurable-http-proxy) answers no WebSocket subprotocol, so Chromium
+        # refuses Lab's first kernel socket and Lab falls back to the legacy protocol: not ours.
+        errors = [e for e in page.js_errors if not ("WebSocket" in e and "/api/kernels/" in e)]
+        assert errors == [], errors
+        print(f"lab panel flow: {time.monotonic() - t0:.1f} s")
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "lab-failure.png"))
+        print(f"at {page.url}; hub log:\n{hub.log_path.read_text()[-3000:]}")
+        raise
+    finally:
+        page.context.close()
