@@ -18,7 +18,7 @@ HASH_FILE=$OUT/source-hash.txt
 [ -d .venv/bin ] && export PATH="$ROOT/.venv/bin:$PATH"
 
 source_hash() {
-  (cd "$EXT" && find package.json yarn.lock .yarnrc.yml tsconfig.json install.json src style -type f | LC_ALL=C sort \
+  (cd "$EXT" && find package.json .yarnrc.yml tsconfig.json install.json src style -type f | LC_ALL=C sort \
      | xargs sha256sum | sha256sum | cut -d' ' -f1)
 }
 

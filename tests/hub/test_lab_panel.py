@@ -9,7 +9,9 @@ import re
 import time
 import uuid
 
-from .conftest import ARTIFACTS, HubProcess, browser_login, prepare_lab_home
+import pytest
+
+from .conftest import ARTIFACTS, ROOT, HubProcess, browser_login, prepare_lab_home
 
 USER = "bob"
 TICKS = 120  # a line every half second: a minute, far longer than the test needs
@@ -27,6 +29,8 @@ def _notebook() -> str:
 
 
 def test_submit_the_open_notebook_watch_it_run_and_cancel_it(hub: HubProcess, browser):
+    if not (ROOT / "tacc_hub" / "jupyter" / "handlers.py").exists():
+        pytest.skip("needs tacc_hub's jupyter_server extension (/tacc/api), which is not on this branch yet")
     home = prepare_lab_home(hub, USER)
     folder = f"labtest-{uuid.uuid4().hex[:8]}"
     (home / folder).mkdir(parents=True)
