@@ -12,6 +12,7 @@ import uuid
 import pytest
 
 from .conftest import ARTIFACTS, ROOT, HubProcess, browser_login, prepare_lab_home
+from .test_hub_auth import TASKS, api
 
 USER = "bob"
 TICKS = 120  # a line every half second: a minute, far longer than the test needs
@@ -97,6 +98,19 @@ def test_submit_the_open_notebook_watch_it_run_and_cancel_it(hub: HubProcess, br
         page.keyboard.press("Enter")
         spec = json.loads(page.inner_text(".tacc-spec-text"))
         assert spec["name"] == "lab-ticks" and spec["entrypoint"]["argv"][0] == "python"
+
+        # resubmit: the same spec again, so the same digest, as a new task the panel opens
+        page.click(f'button[aria-label="Resubmit task {task_id} with the same spec"]')
+        again = page.locator(".tacc-task.tacc-open")
+        page.wait_for_function("id => Number(document.querySelector('.tacc-task.tacc-open')?.dataset.taskId) > id",
+                               arg=task_id, timeout=30_000)
+        again_id = int(again.get_attribute("data-task-id") or 0)
+        token = hub.token(USER, TASKS)
+        first, second = (api(hub, token, "GET", f"/api/tasks/{i}").json() for i in (task_id, again_id))
+        assert second["digest"] == first["digest"] and second["spec"] == first["spec"]
+        page.wait_for_selector(f'.tacc-task[data-task-id="{again_id}"][data-status="running"]', timeout=60_000)
+        page.click(f'button[aria-label="Cancel task {again_id}"]')
+        page.wait_for_selector(f'.tacc-task[data-task-id="{again_id}"][data-status="cancelled"]', timeout=60_000)
 
         # the same panel in the dark theme, from the command palette
         page.keyboard.press("Control+Shift+C")
