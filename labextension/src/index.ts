@@ -15,7 +15,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 import { DisposableDelegate, IDisposable } from '@lumino/disposable';
 
 import { RequestFn, TaccApi } from './api';
-import { describeChange } from './model';
+import { describeChange, worthNotifying } from './model';
 import { TaccPanel } from './panel';
 import { submitNotebookDialog } from './submit';
 import { TasksModel } from './tasks';
@@ -85,7 +85,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     notebooks.currentChanged.connect(() => panel.update());
 
     model.stateChanged.connect((_, changes) => {
-      for (const change of changes) {
+      for (const change of changes.filter(worthNotifying)) {
         const { level, message } = describeChange(change);
         Notification.emit(message, level, {
           autoClose: level === 'error' ? false : 6000,

@@ -105,6 +105,11 @@ export function mergeTasks(
   return { tasks, byId, changes };
 }
 
+/** Transitional states (starting, cancelling) are not worth a notification; the others are. */
+export function worthNotifying(c: StateChange): boolean {
+  return c.to !== 'starting' && c.to !== 'cancelling';
+}
+
 /** Notification level and message for a state change. */
 export function describeChange(c: StateChange): { level: 'info' | 'success' | 'error' | 'warning'; message: string } {
   const name = `Task ${c.task.id} (${c.task.name})`;

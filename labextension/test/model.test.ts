@@ -10,7 +10,8 @@ import {
   queueText,
   resourcesText,
   resubmitSpec,
-  runtimeOf
+  runtimeOf,
+  worthNotifying
 } from '../src/model';
 
 const task = (id: number, status: string, extra: Partial<Task> = {}): Task => ({
@@ -71,6 +72,14 @@ describe('describeChange', () => {
     });
     expect(describeChange({ task: task(1, 'running'), from: 'pending', to: 'running' }).level).toBe('info');
     expect(describeChange({ task: task(1, 'cancelled'), from: 'running', to: 'cancelled' }).level).toBe('warning');
+  });
+});
+
+describe('worthNotifying', () => {
+  it('skips the transitional states', () => {
+    const to = (s: string) => worthNotifying({ task: task(1, s), from: 'pending', to: s });
+    expect(['starting', 'cancelling'].map(to)).toEqual([false, false]);
+    expect(['running', 'succeeded', 'failed', 'cancelled', 'lost', 'pending'].every(to)).toBe(true);
   });
 });
 

@@ -12,7 +12,7 @@ import uuid
 import pytest
 
 from .conftest import ARTIFACTS, ROOT, HubProcess, browser_login, prepare_lab_home
-from .test_hub_auth import TASKS, api
+from .test_hub_auth import TASKS, api, submit, wait_status
 
 USER = "bob"
 TICKS = 120  # a line every half second: a minute, far longer than the test needs
@@ -112,6 +112,16 @@ def test_submit_the_open_notebook_watch_it_run_and_cancel_it(hub: HubProcess, br
         page.click(f'button[aria-label="Cancel task {again_id}"]')
         page.wait_for_selector(f'.tacc-task[data-task-id="{again_id}"][data-status="cancelled"]', timeout=60_000)
 
+        # a waiting task shows its queue position, reason and estimated start (tasks made with the API:
+        # the panel shows them too); all 4 GPU slots are taken by the first
+        blocker = submit(hub, token, "sleep 60", name="blocker", gpus=4)
+        wait_status(hub, token, blocker, {"running"})
+        waiter = submit(hub, token, "true", name="waiter", gpus=4)
+        queued = page.locator(f'.tacc-task[data-task-id="{waiter}"] .tacc-queue')
+        queued.wait_for(timeout=30_000)
+        assert re.match(r"#1 in queue \(\w+\), (starts (in .+|now)|start unknown)$", queued.inner_text()), \
+            queued.inner_text()
+
         # the same panel in the dark theme, from the command palette
         page.keyboard.press("Control+Shift+C")
         page.keyboard.type("JupyterLab Dark")
@@ -124,6 +134,8 @@ def test_submit_the_open_notebook_watch_it_run_and_cancel_it(hub: HubProcess, br
         errors = [e for e in page.js_errors if not ("WebSocket" in e and "/api/kernels/" in e)]
         assert errors == [], errors
         print(f"lab panel flow: {time.monotonic() - t0:.1f} s")
+        for tid in (waiter, blocker):
+            api(hub, token, "POST", f"/api/tasks/{tid}/cancel")
     except Exception:
         page.screenshot(path=str(ARTIFACTS / "lab-failure.png"))
         print(f"at {page.url}; hub log:\n{hub.log_path.read_text()[-3000:]}")
