@@ -2,7 +2,7 @@
 
 One hub is shared by the tests of a session. It is started exactly as the README's command
 starts it (``jupyterhub -f jupyterhub_config.py``), on free ports, with its state in a temporary
-directory and the demo users ``alice``, ``bob`` and ``admin`` (password ``demo``). Tests act as
+directory and the demo users ``alice``, ``bob``, ``carol`` and ``admin`` (password ``demo``). Tests act as
 users do: they log in through the hub's login form, and make API tokens on the hub with the
 scopes they ask for; there is no back door.
 """
@@ -117,7 +117,8 @@ class HubProcess:
 
 @pytest.fixture(scope="session")
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
-    h = HubProcess(tmp_path_factory.mktemp("hub"), TACC_HUB_SPAWNER="simple").start()
+    # carol is the Lab panel's browser test's own user: no other test logs in as her (a login spawns a server)
+    h = HubProcess(tmp_path_factory.mktemp("hub"), TACC_HUB_SPAWNER="simple", TACC_DEMO_USERS="alice,bob,carol").start()
     yield h
     h.stop()
 
