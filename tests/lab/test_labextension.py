@@ -52,3 +52,16 @@ def test_the_wheel_installs_it_where_lab_looks():
     assert shared["tacc_hub/labextension"] == f"share/jupyter/labextensions/{NAME}"
     src = json.loads((ROOT / "labextension" / "package.json").read_text())
     assert src["name"] == NAME and src["jupyterlab"]["outputDir"] == "../tacc_hub/labextension"
+
+
+def test_lab_lists_the_bundle_enabled(tmp_path: Path):
+    """What `jupyter labextension list` says of the bundle where an install puts it (here: a data dir)."""
+    data = tmp_path / "share" / "jupyter"
+    (data / "labextensions").mkdir(parents=True)
+    (data / "labextensions" / NAME).symlink_to(ROOT / "tacc_hub" / "labextension")
+    env = {**ENV, "JUPYTER_PATH": str(data), "NO_COLOR": "1"}
+    r = subprocess.run([str(Path(sys.executable).parent / "jupyter"), "labextension", "list"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    out = r.stdout + r.stderr
+    line = next((x for x in out.splitlines() if NAME in x), "")
+    assert "enabled" in line and "OK" in line and "(python, tacc_hub)" in line, out
