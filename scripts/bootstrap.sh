@@ -30,6 +30,18 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
+# The hub's proxy: npm's configurable-http-proxy (JupyterHub's own). The pure-Python one on PyPI
+# holds whole responses, so live logs (server-sent events) would arrive only at the end.
+chp=.venv/node/node_modules/.bin/configurable-http-proxy
+if [ ! -x "$chp" ]; then
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "bootstrap: installing Node.js and npm (Debian packages) for the hub's proxy and the Lab panel"
+    if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null
+    else sudo apt-get update -qq && sudo apt-get install -y -qq nodejs npm >/dev/null; fi
+  fi
+  npm install --prefix .venv/node --no-audit --no-fund --silent configurable-http-proxy@5.3
+fi
+
 # The JupyterLab side panel: rebuilt only when labextension/'s sources differ from the committed
 # bundle's (needs Node then; the script installs Debian's nodejs and npm when node is missing).
 ./scripts/build-labextension.sh --if-stale

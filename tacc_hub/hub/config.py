@@ -107,6 +107,9 @@ def hub_settings(*, repo: Path, python: str, hub_port: int, service_port: int, s
         "ConfigurableHTTPProxy": {"api_url": f"http://127.0.0.1:{hub_port + 1}",
                                   "pid_file": str(hub_dir / "proxy.pid")},
     }
+    chp = bin_dir.parent / "node" / "node_modules" / ".bin" / "configurable-http-proxy"
+    if chp.exists():  # npm's proxy, installed by scripts/bootstrap.sh: it streams (the PyPI one buffers)
+        out["ConfigurableHTTPProxy"]["command"] = [str(chp)]
     if spawner == "simple":
         # Local servers keep their users' files (and Jupyter settings) under the state directory,
         # not in /tmp/NAME where every hub on the machine would share them.

@@ -171,10 +171,7 @@ def prepare_lab_home(hub: HubProcess, user: str) -> Path:
     server_conf = ROOT / "jupyter-config" / "jupyter_server_config.d" / "tacc_hub.json"
     conf_d = home / ".jupyter" / "jupyter_server_config.d"
     conf_d.mkdir(parents=True, exist_ok=True)
-    if server_conf.exists():
-        (conf_d / "tacc_hub.json").write_text(server_conf.read_text())
-    else:  # before the server extension's config file exists: enable the module by name
-        (conf_d / "tacc_hub.json").write_text('{"ServerApp": {"jpserver_extensions": {"tacc_hub.jupyter": true}}}')
+    (conf_d / "tacc_hub.json").write_text(server_conf.read_text())
     if os.geteuid() == 0:  # test machines run as root; a server refuses to unless told
         (home / ".jupyter" / "jupyter_server_config.json").write_text('{"ServerApp": {"allow_root": true}}')
     news = home / ".jupyter/lab/user-settings/@jupyterlab/apputils-extension/notification.jupyterlab-settings"

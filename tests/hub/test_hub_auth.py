@@ -109,3 +109,20 @@ def test_a_token_without_our_scopes_gets_403_and_a_bad_one_401(hub):
         assert api(hub, bad, "GET", "/api/tasks").status_code == 401
     # the admin's hub token without our scopes is refused too: being a hub admin is not enough
     assert api(hub, hub.token("admin", ["read:users:name!user"]), "GET", "/api/tasks").status_code == 403
+
+
+def test_logs_stream_live_through_the_hubs_proxy(hub):
+    """Server-sent events pass the hub's proxy as they are written (npm's proxy; the PyPI one buffers)."""
+    alice = hub.token("alice", TASKS)
+    tid = submit(hub, alice, "echo first; sleep 4; echo second", name="live")
+    seen: list[tuple[float, str]] = []
+    with requests.get(f"{hub.service_url}/api/tasks/{tid}/logs/stream", headers={"Authorization": f"token {alice}"},
+                      stream=True, timeout=60) as r:
+        assert r.status_code == 200
+        for line in r.iter_lines(decode_unicode=True):
+            if line and line.startswith("data:") and ("first" in line or "second" in line):
+                seen.append((time.monotonic(), "first" if "first" in line else "second"))
+            if len(seen) == 2:
+                break
+    assert [w for _, w in seen] == ["first", "second"]
+    assert seen[1][0] - seen[0][0] > 2.5, seen  # "first" arrived while the task was still sleeping

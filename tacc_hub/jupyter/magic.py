@@ -1,0 +1,208 @@
+"""The ``%tacc`` magic: submit the notebook, a script or a cell as a task, and follow tasks.
+
+```
+%load_ext tacc_hub
+%tacc submit [NOTEBOOK|SCRIPT] [--gpus N] [--nodes N] [--tasks-per-node N] [--cpus N] [--memory M]
+             [--time T] [--partition P] [--runtime NAME] [--name NAME] [--code snapshot|git]
+             [--no-packages] [--no-monitor] [-- ARGS...]
+%%tacc [same options]            the cell's code runs as a task (from the current directory's code)
+%tacc ps [-s STATE] [-n N]       your tasks
+%tacc show ID | logs ID [-f] | cancel ID...
+```
+
+``submit`` returns a live monitor (ipywidgets) in a kernel with a running event loop, and
+prints in plain IPython. ``--no-packages`` (or ``TACC_CAPTURE_PACKAGES=0``) leaves the
+environment's pinned packages out of the spec. User errors (bad options, an invalid spec,
+an API error) print a message, not a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any, NoReturn
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+
+from tacc_hub.client import ApiClientError
+
+from .capture import CaptureError, capture, client_from_env, submit_captured
+from .monitor import TaskMonitor, describe_queue
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"%tacc: {message}\n{self.format_usage().strip()}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        raise UsageError(message or self.format_help())  # --help
+
+
+def _resource_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--gpus", type=int, help="GPUs per node")
+    p.add_argument("--nodes", type=int)
+    p.add_argument("--tasks-per-node", type=int)
+    p.add_argument("--cpus", type=int, help="CPUs per task")
+    p.add_argument("--memory", help="memory per node, e.g. 16G")
+    p.add_argument("--time", help="time limit, e.g. 30m")
+    p.add_argument("--partition")
+    p.add_argument("--runtime", help="plain, torchrun, deepspeed, ...")
+    p.add_argument("--name")
+    p.add_argument("--code", choices=["snapshot", "git"], default="snapshot",
+                   help="send a snapshot (default), or the origin remote's commit plus a patch")
+    p.add_argument("--no-packages", action="store_true", help="leave the pinned packages out of the spec")
+    p.add_argument("--no-monitor", action="store_true", help="print instead of showing the live monitor")
+
+
+def parser() -> _Parser:
+    p = _Parser(prog="%tacc", add_help=True)
+    sub = p.add_subparsers(dest="cmd", parser_class=_Parser, required=True)
+    s = sub.add_parser("submit", help="submit a notebook or script (default: the notebook of this kernel)")
+    s.add_argument("path", nargs="?")
+    _resource_options(s)
+    ps = sub.add_parser("ps", help="your tasks")
+    ps.add_argument("-s", "--state", action="append", default=[])
+    ps.add_argument("-n", "--limit", type=int, default=20)
+    for name in ("show", "logs"):
+        q = sub.add_parser(name)
+        q.add_argument("task_id", type=int)
+        if name == "logs":
+            q.add_argument("-f", "--follow", action="store_true", help="wait until the task ends")
+    c = sub.add_parser("cancel")
+    c.add_argument("task_ids", type=int, nargs="+")
+    return p
+
+
+def cell_parser() -> _Parser:
+    p = _Parser(prog="%%tacc")
+    _resource_options(p)
+    return p
+
+
+def _packages_default() -> bool:
+    return os.environ.get("TACC_CAPTURE_PACKAGES", "1").lower() not in ("0", "false", "no", "off")
+
+
+def _resources(ns: argparse.Namespace) -> dict[str, Any]:
+    return {"gpus": ns.gpus, "nodes": ns.nodes, "tasks_per_node": ns.tasks_per_node, "cpus": ns.cpus,
+            "memory": ns.memory, "time": ns.time, "partition": ns.partition}
+
+
+def _notebook_path(shell: Any) -> str | None:
+    """The notebook this kernel runs (JupyterLab and VS Code set ``__session__``/``__vsc_ipynb_file__``)."""
+    ns = getattr(shell, "user_ns", {})
+    found = [ns.get("__vsc_ipynb_file__"), ns.get("__session__"), os.environ.get("JPY_SESSION_NAME")]
+    for value in found:
+        if isinstance(value, str) and value.endswith(".ipynb"):
+            # jupyter_server names it relative to its root; the kernel runs in the notebook's folder
+            for candidate in (Path(value), Path.cwd() / Path(value).name):
+                if candidate.is_file():
+                    return str(candidate)
+    return None
+
+
+def _api(fn: Any, *args: Any, **kw: Any) -> Any:
+    try:
+        return fn(*args, **kw)
+    except ApiClientError as exc:
+        detail = "".join(f"\n  {e.get('field') or '(document)'}: {e.get('message')}" for e in exc.errors)
+        raise UsageError(f"tacc: {exc.message}{f' (HTTP {exc.status})' if exc.status else ''}{detail}") from None
+
+
+@magics_class
+class TaccMagics(Magics):
+    @line_cell_magic
+    def tacc(self, line: str, cell: str | None = None) -> Any:
+        try:
+            argv = shlex.split(line)
+        except ValueError as exc:
+            raise UsageError(f"%tacc: {exc}") from None
+        script_args: list[str] = []
+        if "--" in argv:  # what follows -- goes to the script
+            at = argv.index("--")
+            argv, script_args = argv[:at], argv[at + 1:]
+        if cell is not None:
+            ns = cell_parser().parse_args(argv)
+            return self._submit(ns, path=None, cell=cell, args=script_args)
+        ns = parser().parse_args(argv)
+        if ns.cmd == "submit":
+            path = ns.path or _notebook_path(self.shell)
+            if not path:
+                raise UsageError("%tacc submit: give the notebook or script to submit")
+            return self._submit(ns, path=path, cell=None, args=script_args)
+        with client_from_env() as client:
+            if ns.cmd == "ps":
+                self._ps(_api(client.list, states=ns.state or None, limit=ns.limit))
+            elif ns.cmd == "show":
+                t = _api(client.show, ns.task_id)
+                print(f"task {t['id']} {t['name']}: {t['status']}{' ' + t['reason'] if t.get('reason') else ''}")
+                if t.get("queue"):
+                    print(f"queue: {describe_queue(t['queue'])}")
+            elif ns.cmd == "logs":
+                self._logs(client, ns.task_id, ns.follow)
+            elif ns.cmd == "cancel":
+                for task_id in ns.task_ids:
+                    t = _api(client.cancel, task_id)
+                    print(f"task {t['id']}: {t['status']}")
+        return None
+
+    def _submit(self, ns: argparse.Namespace, *, path: str | None, cell: str | None, args: list[str]) -> Any:
+        try:
+            cap = capture(path, cell=cell, cwd=Path.cwd(), name=ns.name, resources=_resources(ns),
+                          runtime=ns.runtime, args=args, pin_packages=not ns.no_packages and _packages_default(),
+                          code=ns.code)
+        except CaptureError as exc:
+            detail = "".join(f"\n  {e.get('field')}: {e.get('message')}" for e in exc.errors)
+            raise UsageError(f"tacc: {exc.message}{detail}") from None
+        for note in cap.notes:
+            print(f"note: {note}", file=sys.stderr)
+        with client_from_env() as client:
+            task = _api(submit_captured, client, cap)
+        print(f"submitted task {task['id']} ({task['name']}, spec {task['digest'][:12]}): {task['status']}")
+        if ns.no_monitor:
+            return None
+        try:
+            monitor = TaskMonitor(client_from_env, task)
+        except ImportError:
+            monitor = None
+        if monitor is None or not monitor.start():
+            if task.get("queue"):
+                print(f"queue: {describe_queue(task['queue'])}")
+            print(f"follow it with: %tacc logs {task['id']} -f")
+            return None
+        return monitor
+
+    @staticmethod
+    def _ps(out: dict[str, Any]) -> None:
+        tasks = out.get("tasks", [])
+        if not tasks:
+            print("no tasks")
+            return
+        print(f"{'ID':>6}  {'STATUS':<10}  {'NAME':<24}  QUEUE / REASON")
+        for t in tasks:
+            extra = describe_queue(t.get("queue")) if t["status"] == "pending" else (t.get("reason") or "")
+            print(f"{t['id']:>6}  {t['status']:<10}  {t['name'][:24]:<24}  {extra}")
+
+    @staticmethod
+    def _logs(client: Any, task_id: int, follow: bool) -> None:
+        offset = 0
+        while True:
+            chunk = _api(client.logs, task_id, offset=offset)
+            if chunk.get("data"):
+                print(chunk["data"], end="", flush=True)
+            offset = int(chunk.get("next_offset", offset))
+            if not follow or chunk.get("eof"):
+                if follow:
+                    print(f"\n[task {task_id} {chunk.get('status')}]")
+                return
+            if not chunk.get("data"):
+                time.sleep(0.5)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    ipython.register_magics(TaccMagics)
