@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: installs what it needs (pip; Debian's PostgreSQL
 # for the store tests; Slurm, munge and MariaDB for the dev cluster tests; Chromium for the
-# browser tests; Node.js for the Lab panel's jest suite), then lint, types, and every test. Screenshots land in test-artifacts/. Extra arguments go to pytest.
+# browser tests; bootstrap.sh installs Node.js for the hub's proxy and the Lab panel), then lint, types, and every test. Screenshots land in test-artifacts/. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/bootstrap.sh
@@ -24,12 +24,6 @@ if ! [ -x /usr/bin/chromium ]; then
   echo "test: installing Chromium (Debian package) for the browser tests (Playwright drives it; no download)"
   if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null
   else sudo apt-get update -qq && sudo apt-get install -y -qq chromium >/dev/null; fi
-fi
-
-if ! command -v node >/dev/null; then
-  echo "test: installing Node.js (Debian packages nodejs npm) for the Lab panel's jest suite"
-  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null
-  else sudo apt-get update -qq && sudo apt-get install -y -qq nodejs npm >/dev/null; fi
 fi
 
 echo "== ruff";  ruff check .

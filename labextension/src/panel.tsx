@@ -47,6 +47,7 @@ function useClock(active: boolean): number {
     if (!active) {
       return;
     }
+    setT(now());
     const timer = setInterval(() => setT(now()), 1000);
     return () => clearInterval(timer);
   }, [active]);
@@ -330,7 +331,8 @@ function PanelBody({ model, cb, selected, onSelect }: {
 }): JSX.Element {
   useSignal(model);
   const [showCluster, setShowCluster] = React.useState(false);
-  const t = useClock(model.tasks.some(isActive));
+  // the clock ticks while something is active; any re-render (a refresh) reads the time afresh too
+  const t = Math.max(useClock(model.tasks.some(isActive)), now());
   return (
     <div className="tacc-panel-inner">
       <header className="tacc-header">
