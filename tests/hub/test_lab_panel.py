@@ -73,6 +73,9 @@ def test_submit_the_open_notebook_watch_it_run_and_cancel_it(hub: HubProcess, br
         log = page.inner_text(".tacc-log-text")
         assert re.search(r"tick 0\ntick 1\ntick 2\ntick 3", log), log
         assert "lab-ticks" in row.inner_text()
+        # run and elapsed times move with the clock
+        page.wait_for_function("id => /ran [1-9]\\d*s/.test(document.querySelector(`.tacc-task[data-task-id='${id}']`)"
+                               "?.textContent || '')", arg=task_id, timeout=15_000)
         # the cluster view: free GPUs per node and switch (the embedded hub's local executor: 4 slots)
         page.click(".tacc-header button:has-text('Cluster')")
         page.wait_for_selector(".tacc-cluster .tacc-node", timeout=30_000)
