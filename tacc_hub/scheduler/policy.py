@@ -34,6 +34,7 @@ Invariants (the caller checks them and refuses a list of actions that breaks one
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
@@ -116,6 +117,19 @@ class Quotas:
 
 
 @dataclass(frozen=True, slots=True)
+class Changes:
+    """What changed between the caller's previous view and this one (optional, so a policy can sync in
+    O(changes) instead of comparing every task): ``waiting`` and ``running`` name every task that entered
+    or left that mapping, or whose view there was replaced, since the view numbered ``since``; this view
+    is numbered ``serial``. A policy that did not see view ``since`` last ignores it (and compares all)."""
+
+    serial: int
+    since: int
+    waiting: AbstractSet[int]
+    running: AbstractSet[int]
+
+
+@dataclass(frozen=True, slots=True)
 class View:
     """What a policy sees. ``waiting`` and ``running`` are keyed by task id; ``waiting`` in queue order."""
 
@@ -125,6 +139,7 @@ class View:
     nodes: Sequence[NodeView]
     quotas: Quotas | None = None  # None: no quotas (a quota-unaware policy may be given only None)
     history: DurationHistory | None = None  # run times of ended tasks (read-only for policies); None: unknown
+    changes: Changes | None = None  # what changed since the caller's previous view; None: not told
 
 
 @dataclass(frozen=True, slots=True)

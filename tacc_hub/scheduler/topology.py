@@ -24,6 +24,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import compress, count
@@ -49,6 +50,12 @@ class Fit:
 
 
 Plan = tuple[list[tuple[str, int]], bool]  # (node, GPU count) pairs, spread
+
+
+@functools.lru_cache(maxsize=4096)  # bounded: a few thousand shared objects at most
+def _node_slots(node: str, gpus: tuple[int, ...]) -> NodeSlots:
+    """One frozen ``NodeSlots`` per (node, GPUs), shared by every placement that uses it (never changed)."""
+    return NodeSlots.model_construct(node=node, gpus=list(gpus))
 
 
 def min_nodes(gpus: int, node_size: int) -> int:
@@ -234,7 +241,8 @@ class FreeMap:
         if not counts:
             return Fit(Placement(nodes=[]), False)
         # built from the map's own free lists: valid by construction, so pydantic validation is skipped
-        slots = [NodeSlots.model_construct(node=n, gpus=self.free[n][:k]) for n, k in counts]
+        free = self.free
+        slots = [_node_slots(n, tuple(free[n][:k])) for n, k in counts]
         return Fit(Placement.model_construct(nodes=slots), spread)
 
     @staticmethod
@@ -332,6 +340,84 @@ class FreeMap:
             return self._slots(best, len(best) > least)
         counts = self._greedy([n for n, f in self.free.items() if f], need)  # empty nodes would end it anyway
         return None if counts is None else self._slots(counts, True)
+
+
+class FreeCounts:
+    """Free GPUs per node as counts only: what ``FreeMap.packed`` and ``packed_after_give`` answer, without
+    the GPU indices (for estimates that give back many placements, e.g. a packed placement's wait).
+
+    Invariant: the answers equal ``FreeMap``'s for the same gives, as long as the placements given back are
+    disjoint from the free slots and from each other (running tasks' placements are)."""
+
+    __slots__ = ("count", "members", "node_size", "switch", "total")
+
+    def __init__(self, m: FreeMap) -> None:
+        self.count = {n: len(f) for n, f in m.free.items()}
+        self.switch, self.node_size, self.total = m.switch, m.node_size, m.total
+        members = m._members
+        if members is None:
+            members = m._members = {}
+            for name, sw in m.switch.items():
+                members.setdefault(sw, []).append(name)
+        self.members = members
+
+    def give(self, placement: Placement) -> None:
+        count = self.count
+        for slot in placement.nodes:
+            k = count.get(slot.node)
+            if k is not None:
+                count[slot.node] = k + len(slot.gpus)
+                self.total += len(slot.gpus)
+
+    def packed(self, nodes: int, gpus_per_node: int, flexible: bool = False) -> bool:
+        """``FreeMap.packed`` on these counts."""
+        need = nodes * gpus_per_node
+        if need <= 0:
+            return True
+        if need > self.total:
+            return False
+        count, sw = self.count, self.switch
+        if flexible:
+            least = min_nodes(need, self.node_size)
+            if least == 1:
+                return max(count.values()) >= need
+            by_switch: dict[str, list[int]] = {}
+            for name, k in count.items():
+                if k:
+                    by_switch.setdefault(sw[name], []).append(k)
+            return any(len(ks) >= least and sum(ks) >= need and sum(sorted(ks, reverse=True)[:least]) >= need
+                       for ks in by_switch.values())
+        if nodes == 1:
+            return max(count.values()) >= gpus_per_node
+        per: dict[str, int] = {}
+        for name, k in count.items():
+            if k >= gpus_per_node:
+                c = per[sw[name]] = per.get(sw[name], 0) + 1
+                if c >= nodes:
+                    return True
+        return False
+
+    def packed_after_give(self, placement: Placement, nodes: int, gpus_per_node: int, flexible: bool) -> bool:
+        """``FreeMap.packed_after_give`` on these counts."""
+        need = nodes * gpus_per_node
+        if need > self.total:
+            return False
+        count = self.count
+        if flexible:
+            least = min_nodes(need, self.node_size)
+            if least == 1:
+                return any(count.get(s.node, 0) >= need for s in placement.nodes)
+        elif nodes == 1:
+            return any(count.get(s.node, 0) >= gpus_per_node for s in placement.nodes)
+        members = self.members
+        for sw in {self.switch[s.node] for s in placement.nodes if s.node in count}:
+            if flexible:
+                ks = sorted((count[n] for n in members[sw]), reverse=True)
+                if sum(ks[:least]) >= need:
+                    return True
+            elif sum(1 for n in members[sw] if count[n] >= gpus_per_node) >= nodes:
+                return True
+        return False
 
 
 class MapCache:

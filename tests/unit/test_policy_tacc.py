@@ -314,3 +314,21 @@ def test_a_waiting_task_rises_one_level_per_age_step_and_passes_shorter_fresh_on
     view = View(9000.0, {1: aged, 2: fresh}, {}, nodes(1, 8))
     assert starts(Tacc(age_step=1e12, starve_after=1e12).schedule(view)) == [2]  # without aging: the short one
     assert starts(Tacc(age_step=1000.0, starve_after=1e12).schedule(view)) == [1]
+
+
+@settings(max_examples=100, deadline=None)
+@given(view=quota_scenes(), data=st.data())
+def test_the_one_sorted_list_walks_as_the_merge_of_the_users_lists(view, data):
+    p = Tacc()
+    for k in range(3):  # a few passes, the queue kept in between (tasks leave, come back, fair share moves)
+        p.schedule(view)
+        q = p.queue
+        flat = list(q.ranked(view))
+        q.prioritized += 1  # as if a task had a priority: the walk merges the per-user lists
+        merged = list(q.ranked(view))
+        q.prioritized -= 1
+        assert [r for r, _ in flat] == [r for r, _ in merged]
+        assert [t for _, t in flat] == [t for _, t in merged]
+        gone = data.draw(st.sets(st.sampled_from(sorted(view.waiting)), max_size=3)) if view.waiting else set()
+        waiting = {tid: t for tid, t in view.waiting.items() if tid not in gone}
+        view = replace(view, now=view.now + 400.0 * (k + 1), waiting=waiting)

@@ -126,3 +126,24 @@ def test_every_job_finishes_within_a_bounded_horizon(name, case):
         horizon = max(j.submit for j in fits) + sum(j.duration for j in fits) + overhead * r.metrics.preemptions
         assert max(x.finish for x in r.records) <= horizon + 1e-6
         assert all(x.finish >= x.submit + x.duration - 1e-6 for x in r.records)
+
+
+@hypothesis.settings(max_examples=60, deadline=None)
+@hypothesis.given(case=traces())
+def test_tacc_told_the_changes_decides_as_when_it_compares_every_task(case):
+    from dataclasses import replace
+
+    class Untold:  # tacc, with each view's ``changes`` taken away (it then compares every task)
+        name, preemptive, oracle, quota_aware = "untold", True, False, True
+
+        def __init__(self):
+            self.p = make("tacc")
+
+        def schedule(self, view):
+            return self.p.schedule(replace(view, changes=None))
+
+    jobs, cluster = case
+    told = simulate(jobs, cluster, make("tacc"))
+    untold = simulate(jobs, cluster, Untold())
+    key = lambda r: sorted((x.id, x.first_start, x.finish, x.preemptions) for x in r.records)  # noqa: E731
+    assert key(told) == key(untold)

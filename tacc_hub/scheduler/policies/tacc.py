@@ -52,7 +52,7 @@ from typing import ClassVar
 
 from ..cluster import Placement
 from ..policy import Action, Explanation, Preempt, Quotas, Start, TaskView, View, Wake
-from ..topology import FreeMap, MapCache, Plan, min_nodes
+from ..topology import FreeCounts, FreeMap, MapCache, Plan, min_nodes
 from .tacc_queue import Queue, Rank
 from .tacc_running import Running
 
@@ -179,6 +179,7 @@ class _Pass:
         # preemption searches that failed (the best level each failed at), for map generation nogo_gen
         self.nogo: dict[tuple[object, ...], tuple[int, int, int]] = {}
         self.bounds: dict[tuple[object, ...], dict[str, int] | None] = {}  # ``_could_pack`` counts, same gen
+        self.extras: dict[tuple[object, ...], dict[str, int]] = {}  # ``_bound_extra`` per level and preemptions
         self.nogo_gen = -1
         self.searches = 0  # preemption searches run in this pass (memo answers not counted)
         self.min_run_at = math.inf  # when the first victim passed over for being in its first ``min_run`` may go
@@ -214,12 +215,14 @@ class _Pass:
         p, free, _now = self.p, self.free, self.now
         worst = p.running.worst_level()
         head: tuple[Rank, TaskView] | None = None
+        head_lv: tuple[int, int, int] = (0, 0, 0)
         shadow: tuple[float, int] | None = None
         tested = 0
         failed: set[tuple[int, int, bool, bool]] = set()
         pfail = 1 << 30  # the fewest GPUs a flexible task failed to get by preemption in this pass
         prev: tuple[tuple[int, int, int], int] | None = None  # the last task walked: (level, id)
         left: tuple[int, int, int] | None = None  # the best level walked that did not start
+        quotas, reclaim, max_bf = self.q is not None, self.reclaim, p.max_backfill_test
         for rank, t in p.queue.ranked(self.view):
             lv = rank[:3]
             if left is None and prev is not None and not self._started(prev[1]):
@@ -227,32 +230,36 @@ class _Pass:
             prev = (lv, t.id)
             can_preempt = worst is not None and worst > lv
             if free.total == 0 and (self.searches >= p.max_preempt_test or (
-                    (not can_preempt or pfail <= 1) and not self.reclaim)):
+                    (not can_preempt or pfail <= 1) and not reclaim)):
                 break  # nothing free, and nobody below can (or may, in this pass) preempt: victims only shrink
             if head is not None:
                 tested += 1
-                if tested > p.max_backfill_test:
+                if tested > max_bf:
                     break
-            if self.quota_blocks(t):
+            if quotas and self.quota_blocks(t):
                 continue
             bf_ok, bf_shadow = True, shadow
             if head is not None:  # checked before any placement work: most candidates fail it
                 if shadow is None:
                     shadow = bf_shadow = self.reserve(head[1])
-                bf_ok, bf_shadow = self.backfill_ok(t, lv, head[0][:3], shadow)
-                if not bf_ok and not can_preempt and not self.below_guarantee(t):
-                    continue
+                if not (t.preemptible and lv > head_lv):  # (else it may backfill: the head can take it back)
+                    bf_ok, bf_shadow = self.backfill_ok(t, shadow)
+                    if not bf_ok and not can_preempt and not (reclaim and self.below_guarantee(t)):
+                        continue
             shape = (t.nodes, t.gpus_per_node, t.flexible, t.spread_ok)
             fit: _Fit | None = None
             # planned even when backfill forbids a start on free GPUs: a packed fit on free GPUs then needs no
             # preemption search (it would find no victim it needs)
             tried = t.gpus <= free.total and shape not in failed
             if tried:
-                fit = self.fit(t)
+                if free.gen == self.fits_gen and shape in self.fits:  # (``fit``'s cache, looked up inline)
+                    fit = self.fits[shape]
+                else:
+                    fit = self.fit(t)
             note = ""
             taken: list[TaskView] = []
             if fit is None or fit.spread:
-                try_it = can_preempt or self.below_guarantee(t)
+                try_it = can_preempt or (reclaim and self.below_guarantee(t))
                 if try_it and fit is None and t.flexible and t.gpus >= pfail and not self.reclaim:
                     try_it = False  # a smaller task of a better level already found no victims
                 packed = self.preempt_for(t, lv, fit is None) if try_it else None
@@ -268,15 +275,21 @@ class _Pass:
                     failed.add(shape)
                 continue
             if fit is not None and not taken and fit.spread:
+                factor = fit.factor if fit.factor is not None else self.spread_factor(t, fit)
+                if factor > 1.0:  # (``spread_or_wait``'s test, inline: most candidates here wait)
+                    wait = self.waits.get((t.nodes, t.gpus_per_node, t.flexible, len(self.out)))
+                    if wait is None:
+                        wait = self.packed_wait(t)
+                    if wait < p.queue.expected_run(t) * (factor - 1.0):
+                        continue  # waits for a packed placement (cheaper than the slowdown)
                 spread_note = self.spread_or_wait(t, fit)
-                if spread_note is None:
-                    continue  # waits for a packed placement (cheaper than the slowdown)
+                assert spread_note is not None
                 note = spread_note
             if fit is None:
                 if tried:
                     failed.add(shape)
                 if head is None:
-                    head = (rank, t)
+                    head, head_lv = (rank, t), lv
                 continue
             if head is not None and not taken:  # (backfill allowed it: checked above)
                 shadow = bf_shadow
@@ -424,21 +437,31 @@ class _Pass:
                                    one_switch=not t.spread_ok)
 
     def _bound_counts(self, t: TaskView, lv: tuple[int, int, int], reclaim: bool) -> dict[str, int] | None:
+        key = (lv, reclaim, t.group if reclaim else None, len(self.preempted))
+        extra = self.extras.get(key)
+        if extra is None:
+            extra = self.extras[key] = self._bound_extra(t, lv, reclaim)
+        return self.free.counts_with(extra) if extra else None
+
+    def _bound_extra(self, t: TaskView, lv: tuple[int, int, int], reclaim: bool) -> dict[str, int]:
+        """GPUs per node of the victims ``_could_pack`` counts (they depend on the victims, not on the map)."""
         assert self.victims is not None
         extra: dict[str, int] = {}
-        now, min_run, starving = self.now, self.p.min_run, lv[0] == 0
+        get = extra.get
+        now, min_run, starving, preempted = self.now, self.p.min_run, lv[0] == 0, self.preempted
+        worse = (*lv, math.inf)  # r > worse: r[:3] > lv
         for r, v in self.victims:
-            if v.id in self.preempted or v.placement is None:
-                continue
-            if not (r[:3] > lv or (reclaim and v.group != t.group)):
+            if not (r > worse or (reclaim and v.group != t.group)):
                 if not reclaim:
                     break
                 continue
-            if v.start is not None and now - v.start < min_run and not starving:
+            if v.placement is None or (preempted and v.id in preempted):
+                continue
+            if not starving and v.start is not None and now - v.start < min_run:
                 continue
             for sl in v.placement.nodes:
-                extra[sl.node] = extra.get(sl.node, 0) + len(sl.gpus)
-        return self.free.counts_with(extra) if extra else None
+                extra[sl.node] = get(sl.node, 0) + len(sl.gpus)
+        return extra
 
     # -- spread or wait --------------------------------------------------------------------------
 
@@ -455,13 +478,7 @@ class _Pass:
 
     def spread_or_wait(self, t: TaskView, fit: _Fit) -> str | None:
         """The note of a spread start, or None when waiting for a packed placement is cheaper."""
-        factor = fit.factor
-        if factor is None:  # the same for every task of this shape on this map
-            nodes = len(fit.counts)
-            least = min_nodes(t.gpus, self.free.node_size)
-            sw = fit.switches()
-            factor = fit.factor = self.p.slowdown(t.gpus, nodes, least, sw)
-            fit.where = f"{nodes} nodes" + (f", {sw} switches over TCP" if sw > 1 else "")
+        factor = fit.factor if fit.factor is not None else self.spread_factor(t, fit)
         where = fit.where
         if factor <= 1.0:
             return f"spread over {where}: no slowdown expected"
@@ -472,6 +489,15 @@ class _Pass:
         return (f"spread over {where}: waiting ~{_h(wait)} for a packed placement would cost more "
                 f"than the ~{_h(cost)} slowdown (x{factor:.2f})")
 
+    def spread_factor(self, t: TaskView, fit: _Fit) -> float:
+        """The slowdown of ``fit`` (spread), kept on it: the same for every task of this shape on this map."""
+        nodes = len(fit.counts)
+        least = min_nodes(t.gpus, self.free.node_size)
+        sw = fit.switches()
+        factor = fit.factor = self.p.slowdown(t.gpus, nodes, least, sw)
+        fit.where = f"{nodes} nodes" + (f", {sw} switches over TCP" if sw > 1 else "")
+        return factor
+
     def packed_wait(self, t: TaskView) -> float:
         """Seconds until a packed placement for ``t`` should be free (running tasks end when expected)."""
         shape = (t.nodes, t.gpus_per_node, t.flexible, len(self.out))
@@ -481,14 +507,7 @@ class _Pass:
         return hit
 
     def _packed_wait(self, t: TaskView) -> float:
-        sim = self.base.copy()
-        for a in self.out:  # in order: a start may use GPUs a preemption before it freed
-            if isinstance(a, Start):
-                sim.take(a.placement)
-            elif isinstance(a, Preempt):
-                v = self.view.running[a.task_id]
-                if v.placement is not None:
-                    sim.give(v.placement)
+        sim = FreeCounts(self.free)  # the pass's map: the view's free slots with this pass's actions applied
         shape = (t.nodes, t.gpus_per_node, t.flexible)
         already = sim.packed(*shape)  # then packed after the first give too (more free GPUs never unpack)
         for k, (end, _, v) in enumerate(self.running_ends()):
@@ -518,10 +537,9 @@ class _Pass:
                 return end, avail - head.gpus
         return math.inf, 0
 
-    def backfill_ok(self, t: TaskView, lv: tuple[int, int, int], head_lv: tuple[int, int, int],
-                    shadow: tuple[float, int]) -> tuple[bool, tuple[float, int]]:
-        if t.preemptible and lv > head_lv:
-            return True, shadow
+    def backfill_ok(self, t: TaskView, shadow: tuple[float, int]) -> tuple[bool, tuple[float, int]]:
+        """Whether ``t`` may start without delaying the head's reserved start, and the reservation after it
+        (for a task not both preemptible and ranked below the head: such a one may always start)."""
         at, extra = shadow
         if self.now + self.p.queue.expected_run(t) <= at:
             return True, shadow

@@ -28,7 +28,9 @@ Within one user, tasks go by the user's ``priority`` first (higher first), then
 by rank: the owner orders their own tasks.
 
 Invariants: waiting tasks are held in one sorted list per (group, user) whose
-order does not depend on fair share (a shift moves a whole list), so a
+order does not depend on fair share (and, while no known task has a priority,
+also in one list of them all sorted by rank, ``flat``: then the walk needs no
+merge; rebuilt when fair share moves ranks) (a shift moves a whole list), so a
 fair-share update costs no re-sort; a list is rebuilt only when the duration
 model changes. Entries hold the exact ``TaskView`` they were made from; an entry
 is removed (by bisection) when its task leaves, comes back with new service or
@@ -36,7 +38,9 @@ starts starving (then it is walked from ``starving``), so a walk meets only live
 entries and costs what it yields. A
 caller may pass the same ``TaskView`` objects pass after pass (the simulator) or
 fresh ones (a service): a fresh view equal in every ranked field keeps its entry
-(``ranked`` then yields the first view seen: the same values).
+(``ranked`` then yields the first view seen: the same values). A view whose
+``changes`` follow the last one synced is synced from them alone (O(changes));
+any other view is compared task by task.
 """
 
 from __future__ import annotations
@@ -85,6 +89,11 @@ class Queue:
         self.shift: dict[tuple[str, str], int] = {}
         self.last_calc: float | None = None
         self.epoch = 0  # bumped whenever ranks of running tasks must be recomputed
+        # every listed entry, as (rank, view), in one sorted list (None: not kept); kept only while no known task
+        # has a priority (then each list is sorted by rank too, and ``ranked`` needs no merge)
+        self.flat: list[tuple[Rank, TaskView]] | None = None
+        self.prioritized = 0  # known tasks with a priority other than 0
+        self.serial: int | None = None  # ``View.changes.serial`` of the view last synced with
 
     # -- rank ------------------------------------------------------------------------------------
 
@@ -132,6 +141,19 @@ class Queue:
         level = self.base_level(t, t.done) - self.tier(t, now)
         return (QOS_RANK.get(t.qos, 1), -t.priority, level, t.submit, t.id)
 
+    def _flat_rank(self, e: tuple[Any, int, int, TaskView]) -> Rank:
+        key, t = e[0], e[3]
+        return (1, key[0], key[2] + self.shift.get((t.group, t.owner), 0), key[3], e[1])
+
+    def _know(self, t: TaskView) -> None:
+        old = self.known.get(t.id)
+        if old is not None and old.priority:
+            self.prioritized -= 1
+        if t.priority:
+            self.prioritized += 1
+            self.flat = None
+        self.known[t.id] = t
+
     def _unlist(self, tid: int) -> None:
         """Drop the task's entries from its list and from ``starving`` (so walks never meet stale ones)."""
         e = self.entry.pop(tid, None)
@@ -142,6 +164,11 @@ class Queue:
                 i = bisect.bisect_left(lst, e)
                 if i < len(lst) and lst[i] is e:
                     del lst[i]
+            flat = self.flat
+            if flat is not None:
+                i = bisect.bisect_left(flat, (self._flat_rank(e),))
+                if i < len(flat) and flat[i][1] is t:
+                    del flat[i]
         se = self.starve_entry.pop(tid, None)
         if se is not None:
             st = self.starving
@@ -156,7 +183,9 @@ class Queue:
         e = (self._key(t, now), t.id, self.seq, t)
         bisect.insort(lst, e)
         self.entry[t.id] = e
-        self.known[t.id] = t
+        self._know(t)
+        if self.flat is not None:
+            bisect.insort(self.flat, (self._flat_rank(e), t))
         self.entries += 1
         ran = t.attained / t.gpus if t.gpus else 0.0
         heapq.heappush(self.starve_heap, (t.submit + ran + self.starve_after, t.id, t))
@@ -170,11 +199,13 @@ class Queue:
         old = [t for tid, t in self.known.items() if tid in waiting]
         self.lists.clear()
         self.known.clear()
+        self.prioritized = 0
         self.entry.clear()
         self.entries = 0
         self.runs.clear()
+        self.flat = None
         for t in old:
-            self.known[t.id] = t
+            self._know(t)
             self.entries += 1
             lst = self.lists.setdefault((t.group, t.owner), [])
             se = self.starve_entry.get(t.id)
@@ -189,11 +220,25 @@ class Queue:
         self.epoch += 1
 
     def _sync(self, view: View) -> None:
-        waiting, known = view.waiting, self.known
+        waiting, known, serial = view.waiting, self.known, self.serial
         for tid in self.hint:  # started last pass: most likely gone
             if tid in known and tid not in waiting:
                 self._forget(tid)
         self.hint = []
+        ch = view.changes
+        self.serial = None if ch is None else ch.serial
+        if ch is not None and ch.since == serial and not self.fresh:  # told what changed: sync just those
+            for tid in ch.waiting:
+                t = waiting.get(tid)
+                seen = known.get(tid)
+                if t is None:
+                    if seen is not None:
+                        self._forget(tid)
+                elif seen is None or (seen is not t and _moved(seen, t)):
+                    self._insert(t, view.now)
+            if len(known) == len(waiting):  # (else the caller left something out: compare all below)
+                self._rise(view.now)
+                return
         if not self.fresh and len(waiting) > len(known):  # arrivals are usually appended: insert the new tail
             new = []
             tail = reversed(waiting) if isinstance(waiting, dict) else reversed(list(waiting))
@@ -218,7 +263,11 @@ class Queue:
             if len(known) != len(waiting):
                 for tid in known.keys() - waiting.keys():
                     self._forget(tid)
-        now = view.now
+        self._rise(view.now)
+
+    def _rise(self, now: float) -> None:
+        """Move the tasks that rose a level or started starving by ``now``; drop lists of users gone."""
+        known = self.known
         heap = self.age_heap
         while heap and heap[0][0] <= now:  # risen a level by waiting: its place in its list moves up
             _, tid, t = heapq.heappop(heap)
@@ -235,7 +284,7 @@ class Queue:
                 self.starve_entry[tid] = se
         # ``entries`` counts inserts since the last compaction (stale ones included): it only decides when
         # lists of (group, user) without waiting tasks are dropped (fair share walks the lists' keys)
-        if self.entries > 2 * len(waiting) + 100:
+        if self.entries > 2 * len(known) + 100:
             live = {(t.group, t.owner) for t in known.values()}
             for k in list(self.lists):
                 if k not in live:
@@ -243,7 +292,8 @@ class Queue:
             self.entries = len(known)
 
     def _forget(self, tid: int) -> None:
-        del self.known[tid]
+        if self.known.pop(tid).priority:
+            self.prioritized -= 1
         self._unlist(tid)
         self.runs.pop(tid, None)
 
@@ -304,6 +354,7 @@ class Queue:
         if shift != self.shift:
             self.shift = shift
             self.epoch += 1
+            self.flat = None  # ranks moved: rebuilt on the next walk
 
     # -- order -----------------------------------------------------------------------------------
 
@@ -313,6 +364,12 @@ class Queue:
         for submit, tid, _, t in self.starving:
             if known.get(tid) is t:
                 yield (0, QOS_RANK.get(t.qos, 1), 0, submit, tid), t
+        if not self.prioritized:  # every list is sorted by rank: one sorted list of them all, no merge
+            flat = self.flat
+            if flat is None:
+                flat = self.flat = sorted((self._flat_rank(e), e[3]) for lst in self.lists.values() for e in lst)
+            yield from flat
+            return
         gens = [self._walk(lst, self.shift.get(k, 0)) for k, lst in self.lists.items() if lst]
         if len(gens) == 1:
             yield from gens[0]

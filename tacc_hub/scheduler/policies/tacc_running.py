@@ -9,7 +9,8 @@ reads per pass instead of a walk over every running task.
 
 Invariants: after ``sync(view)`` every task of ``view.running`` has its current
 rank (as ``Queue.rank`` would give at ``view.now``) and the level counts match
-the preemptible ones; nothing here mutates the view.
+the preemptible ones; nothing here mutates the view. With ``view.changes``
+following the view synced last, only the tasks it names are looked at.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class Running:
         self._victims: list[tuple[Rank, TaskView]] | None = None  # preemptible ones, worst first (None: stale)
         self._ends: list[tuple[float, int, TaskView]] | None = None  # (expected end, id, view), sorted
         self.fresh = False  # the last sync met fresh views of unchanged runs
+        self.serial: int | None = None  # ``View.changes.serial`` of the view last synced with
 
     def _add(self, t: TaskView, queue: Queue, now: float) -> None:
         self._victims = None
@@ -94,7 +96,8 @@ class Running:
                 del self.levels[lv]
 
     def sync(self, view: View, queue: Queue) -> None:
-        running, now = view.running, view.now
+        running, now, ch, serial = view.running, view.now, view.changes, self.serial
+        self.serial = None if ch is None else ch.serial
         if self.epoch != queue.epoch:
             self.epoch = queue.epoch
             self._victims = self._ends = None
@@ -110,8 +113,27 @@ class Running:
             return
         rank = self.rank
         views = self.views
+        told = ch is not None and ch.since == serial and not self.fresh
+        if told:  # the caller says which tasks changed: sync just those
+            assert ch is not None
+            for tid in ch.running:
+                nv = running.get(tid)
+                cur = rank.get(tid)
+                if nv is None:
+                    if cur is not None:
+                        self._drop(tid)
+                elif cur is None:
+                    self._add(nv, queue, now)
+                elif views[tid] is not nv:
+                    if (cur[0].start, cur[0].done, cur[0].rate) != (nv.start, nv.done, nv.rate):
+                        self._drop(tid)
+                        self._add(nv, queue, now)
+                    else:
+                        views[tid] = nv
+                        self._ends = None
+            told = len(rank) == len(running)  # (else the caller left something out: compare all)
         # the same view objects as last pass (compared in C, identities first): nothing changed
-        if self.fresh or len(views) != len(running) or views != running:
+        if not told and (self.fresh or len(views) != len(running) or views != running):
             self.fresh = False
             if len(rank) != len(running) or rank.keys() != running.keys():
                 for tid in rank.keys() - running.keys():

@@ -6,7 +6,9 @@ service's controller). The end of a run that was preempted is no event. At
 each event time the simulator applies every completion and arrival at that
 time, then calls ``policy.schedule`` once (skipped when nothing waits, or when
 no GPU is free and the policy never preempts: it could not act) and applies
-the actions in order.
+the actions in order. Each view carries ``View.changes``: every task that
+entered, left or changed in ``waiting``/``running`` since the previous view
+(views number 1, 2, ... per replay), so a policy may sync in O(changes).
 
 Invariants (a policy that breaks one stops the replay with ``PolicyError``):
 no GPU allocated twice; a start places the whole task (gang) on the task's
@@ -35,10 +37,10 @@ import heapq
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 
 from ..cluster import Placement
-from ..policy import Policy, Preempt, Quotas, Start, TaskView, View, Wake
+from ..policy import Changes, Policy, Preempt, Quotas, Start, TaskView, View, Wake
 from ..topology import NodeView, min_nodes
 from .metrics import JobRecord, Metrics, summarize
 from .predict import Predictor
@@ -135,6 +137,9 @@ class Simulator:
         self.busy = 0.0  # GPU-seconds held
         self.calls = 0
         self.spread_starts = 0
+        # ids that entered, left or changed in waiting / running since the last view given to the policy
+        self.moved_w: set[int] = set()
+        self.moved_r: set[int] = set()
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -168,7 +173,9 @@ class Simulator:
                 event = True
             if event and self.waiting and (self.free_total > 0 or self.policy.preemptive):
                 self.calls += 1
-                view = View(now, self.waiting, self.running, self.nodes, self.quotas, self.predictor.history)
+                changes = Changes(self.calls, self.calls - 1, self.moved_w, self.moved_r)
+                self.moved_w, self.moved_r = set(), set()
+                view = View(now, self.waiting, self.running, self.nodes, self.quotas, self.predictor.history, changes)
                 actions = self.policy.schedule(view)
                 self._apply(actions, now)
         wall = time.perf_counter() - t0
@@ -188,10 +195,12 @@ class Simulator:
         )
         self.state[job.id] = _Job(job, view)
         self.waiting[job.id] = view
+        self.moved_w.add(job.id)
 
     def _finish(self, jid: int, now: float) -> None:
         st = self.state.pop(jid)
         view = self.running.pop(jid)
+        self.moved_r.add(jid)
         assert view.start is not None and view.placement is not None
         held = now - view.start
         self.busy += view.gpus * held
@@ -261,8 +270,10 @@ class Simulator:
         if st.first_start < 0:
             st.first_start = now
         del self.waiting[jid]
-        running = replace(view, start=now, placement=placement, rate=1.0 / factor)
+        running = _copy(view, view.queued, view.done, view.attained, now, placement, 1.0 / factor)
         self.running[jid] = running
+        self.moved_w.add(jid)
+        self.moved_r.add(jid)
         remaining = max(0.0, st.job.duration - view.done)
         heapq.heappush(self.done_heap, (now + st.overhead + remaining * factor, jid, st.epoch))
 
@@ -294,10 +305,10 @@ class Simulator:
         progress = max(0.0, held - st.overhead) * view.rate
         self._unhold(view)
         del self.running[jid]
-        self.waiting[jid] = replace(
-            view, start=None, placement=None, rate=1.0, queued=now,
-            done=min(st.job.duration, view.done + progress), attained=view.attained + view.gpus * held,
-        )
+        self.moved_w.add(jid)
+        self.moved_r.add(jid)
+        self.waiting[jid] = _copy(view, now, min(st.job.duration, view.done + progress),
+                                  view.attained + view.gpus * held, None, None, 1.0)
 
     def _unhold(self, view: TaskView) -> None:
         self.held_user[view.owner] -= view.gpus
@@ -315,6 +326,20 @@ class Simulator:
     def _refresh(self, k: int) -> None:
         n = self.nodes[k]
         self.nodes[k] = NodeView(n.name, n.gpus, n.switch, tuple(sorted(self.free[k])))
+
+
+def _copy(v: TaskView, queued: float, done: float, attained: float, start: float | None,
+          placement: Placement | None, rate: float) -> TaskView:
+    """``dataclasses.replace`` of these fields, without its per-call introspection (a hot path)."""
+    return TaskView(v.id, v.owner, v.group, v.submit, v.nodes, v.gpus_per_node, v.predicted, v.duration, v.qos,
+                    v.preemptible, v.flexible, attained, done, queued, start, placement, rate, v.time_limit,
+                    v.priority, v.spread_ok)
+
+
+# ``_copy`` passes every field of TaskView in this order: a new field must be added there
+assert [f.name for f in fields(TaskView) if f.init] == [
+    "id", "owner", "group", "submit", "nodes", "gpus_per_node", "predicted", "duration", "qos", "preemptible",
+    "flexible", "attained", "done", "queued", "start", "placement", "rate", "time_limit", "priority", "spread_ok"]
 
 
 def simulate(jobs: Sequence[Job], cluster: ClusterSpec, policy: Policy, slowdown: SlowdownTable | None = None,
