@@ -34,6 +34,8 @@ def test_submit_the_open_notebook_watch_it_run_and_cancel_it(hub: HubProcess, br
     (home / folder / "ticks.ipynb").write_text(_notebook())
 
     page = browser_login(browser, hub, USER, "/hub/spawn")
+    streams: list[str] = []
+    page.on("request", lambda r: streams.append(r.url) if "/logs/stream" in r.url else None)
     page.set_viewport_size({"width": 1400, "height": 900})
     t0 = time.monotonic()
     try:
@@ -76,6 +78,19 @@ def test_submit_the_open_notebook_watch_it_run_and_cancel_it(hub: HubProcess, br
         # run and elapsed times move with the clock
         page.wait_for_function("id => /ran [1-9]\\d*s/.test(document.querySelector(`.tacc-task[data-task-id='${id}']`)"
                                "?.textContent || '')", arg=task_id, timeout=15_000)
+        # close the log and open it again: it goes on from the byte offset it had (no line twice, none lost)
+        log_button = page.locator(f'.tacc-task[data-task-id="{task_id}"] button:has-text("Log")')
+        log_button.click()
+        page.wait_for_selector(".tacc-log-text", state="detached")
+        page.wait_for_timeout(1500)
+        log_button.click()
+        page.wait_for_function("() => /tick 9\\b/.test(document.querySelector('.tacc-log-text')?.textContent || '')",
+                               timeout=30_000)
+        lines = page.inner_text(".tacc-log-text").strip().splitlines()
+        assert lines == [f"tick {i}" for i in range(len(lines))], lines
+        resumed = [u for u in streams if f"/tasks/{task_id}/logs/stream?offset=" in u and "offset=0" not in u]
+        assert resumed, streams
+
         # the cluster view: free GPUs per node and switch (the embedded hub's local executor: 4 slots)
         page.click(".tacc-header button:has-text('Cluster')")
         page.wait_for_selector(".tacc-cluster .tacc-node", timeout=30_000)
