@@ -7,30 +7,9 @@
 import { Dialog, ReactWidget, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 import * as React from 'react';
 
-import { ApiError, CapturePreview, CaptureRequest, TaccApi } from './api';
+import { ApiError, CapturePreview, TaccApi } from './api';
 import { Task } from './model';
-
-export const RUNTIMES = ['plain', 'torchrun', 'deepspeed', 'horovod', 'mpi', 'byteps'];
-
-export interface SubmitChoice {
-  name: string;
-  gpus: number;
-  nodes: number;
-  time: string;
-  runtime: string;
-  packages: boolean;
-}
-
-export function captureRequest(path: string, choice: SubmitChoice, kernelId?: string): CaptureRequest {
-  return {
-    path,
-    name: choice.name || undefined,
-    resources: { gpus: choice.gpus, nodes: choice.nodes, time: choice.time || undefined },
-    runtime: choice.runtime,
-    packages: choice.packages,
-    kernel_id: kernelId
-  };
-}
+import { RUNTIMES, SubmitChoice, captureRequest, defaultChoice } from './choice';
 
 function Field(props: { id: string; label: string; children: React.ReactNode }): JSX.Element {
   return (
@@ -194,8 +173,7 @@ class SubmitBody extends ReactWidget implements Dialog.IBodyWidget<SubmitChoice>
 
 /** Ask, then submit; resolves to the created task, or null when the user cancelled. */
 export async function submitNotebookDialog(api: TaccApi, path: string, kernelId?: string): Promise<Task | null> {
-  const base = path.split('/').pop()!.replace(/\.ipynb$/, '');
-  const body = new SubmitBody(api, path, kernelId, { name: base, gpus: 0, nodes: 1, time: '30m', runtime: 'plain', packages: true });
+  const body = new SubmitBody(api, path, kernelId, defaultChoice(path));
   const result = await showDialog({
     title: 'Submit this notebook to the GPU cluster',
     body,
