@@ -276,9 +276,12 @@ function ClusterView({ model }: { model: TasksModel }): JSX.Element {
     );
   }, [model]);
   React.useEffect(() => {
+    // refreshed with the task list (while the cluster view is open)
     load();
-    const timer = setInterval(load, 10000);
-    return () => clearInterval(timer);
+    model.changed.connect(load);
+    return () => {
+      model.changed.disconnect(load);
+    };
   }, [load]);
   if (error) {
     return <div className="tacc-error" role="alert">Cluster: {error}</div>;
