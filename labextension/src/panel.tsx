@@ -170,7 +170,7 @@ function TaskRow(props: {
   const [busy, setBusy] = React.useState(false);
   const run = runtimeOf(task, t);
   const queue = task.status === 'pending' ? queueText(task, t) : '';
-  const res = resourcesText(task);
+  const res = resourcesText(model.withSpec(task));
 
   const cancel = async () => {
     setBusy(true);

@@ -20,6 +20,9 @@ export class TasksModel {
   byId: Map<number, Task> | null = null;
   error: string | null = null;
   updatedAt: number | null = null;
+  /** Specs of tasks not placed yet (the list has no spec): what a waiting task asks for. */
+  readonly specs = new Map<number, Record<string, any>>();
+  private readonly fetching = new Set<number>();
   /** Log buffers by task: a log view reopened later resumes from where it was. */
   readonly logs = new Map<number, LogBuffer>();
   private visible = false;
@@ -92,11 +95,38 @@ export class TasksModel {
       if (merged.changes.length) {
         this._stateChanged.emit(merged.changes);
       }
+      this.fetchSpecs();
     } catch (err) {
       this.error = err instanceof Error ? err.message : String(err);
       this._changed.emit();
       throw err; // the poll backs off
     }
+  }
+
+  /** The specs of waiting tasks (a few per refresh; a spec never changes, so once each). */
+  private fetchSpecs(): void {
+    const wanted = this.tasks.filter(
+      t => isActive(t) && !t.placement?.nodes?.length && !this.specs.has(t.id) && !this.fetching.has(t.id)
+    );
+    for (const t of wanted.slice(0, 5)) {
+      this.fetching.add(t.id);
+      this.api.getTask(t.id).then(
+        full => {
+          this.fetching.delete(t.id);
+          if (full.spec) {
+            this.specs.set(t.id, full.spec);
+            this._changed.emit();
+          }
+        },
+        () => this.fetching.delete(t.id)
+      );
+    }
+  }
+
+  /** A task with its spec when the panel has it. */
+  withSpec(task: Task): Task {
+    const spec = task.spec ?? this.specs.get(task.id);
+    return spec ? { ...task, spec } : task;
   }
 
   dispose(): void {

@@ -135,6 +135,7 @@ def test_submit_the_open_notebook_watch_it_run_and_cancel_it(hub: HubProcess, br
         waiter = submit(hub, token, "true", name="waiter", gpus=4)
         queued = page.locator(f'.tacc-task[data-task-id="{waiter}"] .tacc-queue')
         queued.wait_for(timeout=30_000)
+        page.wait_for_selector(f'.tacc-task[data-task-id="{waiter}"] >> text=4 GPUs, 1 node', timeout=30_000)
         assert re.match(r"#1 in queue \(\w+\), (starts (in .+|now)|start unknown)$", queued.inner_text()), \
             queued.inner_text()
 
