@@ -14,7 +14,8 @@ Environment (all optional):
   TACC_EXECUTOR       local (default) or slurm: the Slurm dev cluster of scripts/slurm-dev.sh,
                       whose slurm.conf is $SLURM_CONF (default ./.slurm-dev/etc/slurm.conf)
   TACC_CULL_IDLE_AFTER  seconds after which an idle server is stopped (28800: TACC's 8 hours; 0: never)
-  TACC_HUB_SPAWNER      spawner class for users' servers (default: simple, local processes)
+  TACC_HUB_SPAWNER      spawner of users' servers: tacc (TaccSpawner: servers are tacc tasks), or
+                        another JupyterHub spawner (simple: plain local processes)
 """
 
 # ruff: noqa: F821  (``get_config`` is injected by traitlets when JupyterHub loads this file)
@@ -39,7 +40,7 @@ settings = hub_settings(
     admins=os.environ.get("TACC_DEMO_ADMINS", "admin"),
     password=os.environ.get("TACC_DEMO_PASSWORD"),
     executor=os.environ.get("TACC_EXECUTOR", "local"),
-    spawner=os.environ.get("TACC_HUB_SPAWNER", "simple"),
+    spawner=os.environ.get("TACC_HUB_SPAWNER", "tacc"),
     slurm_conf=os.environ.get("SLURM_CONF"),
     local_gpus=int(os.environ.get("TACC_GPUS", "4")),
     cull_idle_after=int(os.environ.get("TACC_CULL_IDLE_AFTER", str(8 * 3600))),

@@ -7,10 +7,12 @@ holds them, demo users for the embedded default, and users' servers as tacc task
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 from tacc_hub.service.scopes import ADMIN_SCOPE, TASKS_SCOPE
+from tacc_hub.spawner.culler import idle_culler
 
 SERVICE = "tacc"
 CUSTOM_SCOPES = {
@@ -84,26 +86,26 @@ def hub_settings(*, repo: Path, python: str, hub_port: int, service_port: int, s
         }],
     }
     if cull_idle_after > 0:
-        hub["services"].append({
-            "name": "idle-culler",
-            "command": [python, "-m", "jupyterhub_idle_culler", f"--timeout={int(cull_idle_after)}",
-                        f"--cull-every={max(30, min(300, int(cull_idle_after) // 4))}"],
-        })
-        hub["load_roles"].append({
-            "name": "idle-culler", "description": "Stop servers idle longer than the site allows.",
-            "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"],
-            "services": ["idle-culler"],
-        })
+        culler, role = idle_culler(int(cull_idle_after), cull_every=max(30, min(300, int(cull_idle_after) // 4)),
+                                   python=python)
+        hub["services"].append(culler)
+        hub["load_roles"].append(role)
     auth: dict[str, Any] = {"allowed_users": _names(users) | all_admins, "admin_users": all_admins}
     spawn: dict[str, Any] = {
         "server_token_scopes": SERVER_TOKEN_SCOPES,
         "environment": {"TACC_URL": f"{public}/services/{SERVICE}"},
         "default_url": "/lab",
     }
+    spawner_settings: dict[str, Any] = {
+        # the service directly (same machine), not through the proxy: one hop less per poll
+        "tacc_url": f"http://127.0.0.1:{service_port}/services/{SERVICE}",
+        "allow_root": os.geteuid() == 0,  # servers run as the service's user here; root needs jupyter's consent
+    }
     out: dict[str, dict[str, Any]] = {
         "JupyterHub": hub,
         "Authenticator": auth,
         "Spawner": spawn,
+        "TaccSpawner": spawner_settings,
         "ConfigurableHTTPProxy": {"api_url": f"http://127.0.0.1:{hub_port + 1}",
                                   "pid_file": str(hub_dir / "proxy.pid")},
     }

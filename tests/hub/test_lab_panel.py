@@ -1,6 +1,14 @@
-"""The JupyterLab side panel in a real browser, on a real hub: a user logs in, starts their server,
-opens a notebook in Lab, submits it from the notebook's toolbar, sees it RUNNING in the panel with
-its log streaming, and cancels it. Screenshots: test-artifacts/lab-*.png."""
+"""The JupyterLab side panel in a real browser, on a real hub: a user logs in, starts their server (a
+tacc task: TaccSpawner, as the README's hub does), opens a notebook in Lab, submits it from the
+notebook's toolbar, sees it RUNNING in the panel with its log streaming, and cancels it.
+Screenshots: test-artifacts/lab-*.png.
+
+The hub is the README's (``jupyterhub_config.py``, loaded by a small config file), with additions to
+users' servers' environment: ``PYTHONPATH`` is this checkout and ``JUPYTER_PATH`` names a directory
+whose ``labextensions/`` links to this checkout's build of the panel, so the code under test (server
+extension and panel) is what runs even where the venv holds another copy; Lab's user settings and
+workspaces live in the hub's state directory (the test switches to the dark theme; the machine's
+own Lab settings are left alone), with the news pop-up off."""
 
 from __future__ import annotations
 
@@ -8,11 +16,14 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Iterator
 
-from .conftest import ARTIFACTS, HubProcess, browser_login, prepare_lab_home
+import pytest
+
+from .conftest import ARTIFACTS, ROOT, HubProcess, browser_login
 from .test_hub_auth import TASKS, api, submit, wait_status
 
-USER = "carol"  # only this test logs in as carol (a hub login spawns her server)
+USER = "alice"  # on this module's own hub
 TICKS = 120  # a line every half second: a minute, far longer than the test needs
 
 
@@ -27,8 +38,30 @@ def _notebook() -> str:
     })
 
 
-def test_submit_the_open_notebook_watch_it_run_and_cancel_it(hub: HubProcess, browser):
-    home = prepare_lab_home(hub, USER)
+@pytest.fixture(scope="module")
+def lab_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
+    state = tmp_path_factory.mktemp("labhub")
+    data = state / "jupyter-data"
+    (data / "labextensions").mkdir(parents=True)
+    (data / "labextensions" / "tacc-hub-labextension").symlink_to(ROOT / "tacc_hub" / "labextension")
+    settings = state / "lab-user-settings"
+    news = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
+    news.parent.mkdir(parents=True)
+    news.write_text('{"fetchNews": "false", "checkForUpdates": false}')
+    server_env = {"PYTHONPATH": str(ROOT), "JUPYTER_PATH": str(data),
+                  "JUPYTER_CONFIG_PATH": str(ROOT / "jupyter-config"), "JUPYTERLAB_SETTINGS_DIR": str(settings),
+                  "JUPYTERLAB_WORKSPACES_DIR": str(state / "lab-workspaces")}
+    config = state / "jupyterhub_config.py"
+    config.write_text(f"load_subconfig({str(ROOT / 'jupyterhub_config.py')!r})\n"
+                      f"c.Spawner.environment = {{**c.Spawner.environment, **{server_env!r}}}\n")
+    h = HubProcess(state, config=config).start()
+    yield h
+    h.stop()
+
+
+def test_submit_the_open_notebook_watch_it_run_and_cancel_it(lab_hub: HubProcess, browser):
+    hub = lab_hub
+    home = hub.state_dir / "users" / USER  # the server's root: the user's directory of the service's executor
     folder = f"labtest-{uuid.uuid4().hex[:8]}"
     (home / folder).mkdir(parents=True)
     (home / folder / "ticks.ipynb").write_text(_notebook())
@@ -39,7 +72,9 @@ def test_submit_the_open_notebook_watch_it_run_and_cancel_it(hub: HubProcess, br
     page.set_viewport_size({"width": 1400, "height": 900})
     t0 = time.monotonic()
     try:
-        page.wait_for_url(f"**/user/{USER}/lab**", timeout=90_000)
+        page.wait_for_selector("#spawn_form", timeout=30_000)  # TaccSpawner's options form: its defaults
+        page.click("#spawn_form [type=submit]")
+        page.wait_for_url(f"**/user/{USER}/lab**", timeout=120_000)
         page.goto(f"{hub.url}/user/{USER}/lab/tree/{folder}/ticks.ipynb")
         page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
 

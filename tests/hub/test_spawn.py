@@ -1,0 +1,139 @@
+"""TaccSpawner in a real JupyterHub: start through the hub API, progress, ready behind the proxy, stop."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from tests.e2e.conftest import Api, ServiceProcess
+from tests.hub.conftest import FaultProxy, SpawnerHub
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def _start(hub: SpawnerHub, name: str, options: dict | None = None) -> tuple[int, list[dict]]:
+    events: list[dict] = []
+    r = hub.api.post(f"{hub.url}/hub/api/users/{name}", timeout=10)
+    assert r.status_code in (201, 409), r.text
+    r = hub.api.post(f"{hub.url}/hub/api/users/{name}/server", json=options or {}, timeout=30)
+    assert r.status_code in (201, 202), r.text
+    if r.status_code == 202:
+        events = hub.progress(name)
+    return r.status_code, events
+
+
+def _task_id(hub: SpawnerHub, name: str) -> int:
+    return int(hub.user(name)["servers"][""]["state"]["task_id"])
+
+
+def test_a_server_is_a_task_that_starts_reports_progress_and_stops(
+        spawner_hub: SpawnerHub, tacc_service: ServiceProcess) -> None:
+    hub = spawner_hub
+    began = time.monotonic()
+    status, events = _start(hub, "alice")
+    server = hub.wait_ready("alice")
+    ready_s = time.monotonic() - began
+    task_id = _task_id(hub, "alice")
+    api = Api(tacc_service.url, tacc_service.token("alice"))
+    _, task = api.call("GET", f"/api/tasks/{task_id}")
+    assert task["status"] == "running" and task["owner"] == "alice", task
+    assert task["name"] == "jupyter-alice" and task["spec"]["qos"]["class"] == "interactive", task
+    # The hub's token for the server is nowhere in what the service shows.
+    assert "JUPYTERHUB_API_TOKEN" not in str(task["spec"]) and "JUPYTERHUB_API_TOKEN" not in str(task["plan"])
+    # Ready behind the real proxy: the route answers.
+    r = hub.api.get(f"{hub.url}/user/alice/api", timeout=10)
+    assert r.status_code == 200 and "version" in r.json(), r.text
+    assert server["url"] == "/user/alice/"
+    if status == 202:
+        messages = [e.get("message", "") for e in events]
+        assert any(m.startswith(f"Submitted task {task_id}") for m in messages), messages
+        assert any(f"Task {task_id} is running" in m for m in messages), messages
+        assert events[-1].get("ready") is True, events
+    # Stop: the task is cancelled.
+    r = hub.api.delete(f"{hub.url}/hub/api/users/alice/server", timeout=60)
+    assert r.status_code in (202, 204), r.text
+    final = api.wait_status(task_id, {"cancelled", "succeeded", "failed"}, timeout=60)
+    assert final["status"] == "cancelled", final
+    deadline = time.monotonic() + 30
+    while hub.user("alice")["servers"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not hub.user("alice")["servers"]
+    print(f"alice: POST to ready {ready_s:.2f} s")
+
+
+def test_a_failing_poll_does_not_drop_a_running_server(spawner_hub: SpawnerHub, tacc_service: ServiceProcess,
+                                                        fault_proxy: FaultProxy) -> None:
+    hub = spawner_hub
+    _start(hub, "carol")
+    hub.wait_ready("carol")
+    task_id = _task_id(hub, "carol")
+    for mode in ("503", "drop"):
+        fault_proxy.mode = mode
+        seen = len(fault_proxy.seen)
+        deadline = time.monotonic() + 30
+        while sum(1 for s in fault_proxy.seen[seen:] if f"/api/tasks/{task_id} {mode}" in s) < 3:
+            assert time.monotonic() < deadline, fault_proxy.seen[-5:]
+            time.sleep(0.2)
+        server = hub.user("carol")["servers"].get("")
+        assert server and server["ready"], server  # the hub polled 3 times into the outage and kept it
+        assert hub.api.get(f"{hub.url}/user/carol/api", timeout=10).status_code == 200
+    fault_proxy.mode = "ok"
+    assert "the tacc service has not answered for" in hub.log()
+    api = Api(tacc_service.url, tacc_service.token("carol"))
+    assert api.call("GET", f"/api/tasks/{task_id}")[1]["status"] == "running"
+    assert hub.api.delete(f"{hub.url}/hub/api/users/carol/server", timeout=60).status_code in (202, 204)
+    assert api.wait_status(task_id, {"cancelled"}, timeout=60)["status"] == "cancelled"
+
+
+def test_a_start_timeout_says_where_the_task_stood_and_cancels_it(spawner_hub: SpawnerHub,
+                                                                  tacc_service: ServiceProcess) -> None:
+    hub = spawner_hub
+    # dave holds both GPUs; tim (start_timeout 6 s) waits behind him.
+    _start(hub, "dave", {"gpus": 2})
+    hub.wait_ready("dave")
+    _, events = _start(hub, "tim", {"gpus": 1, "time_limit": "1h"})
+    messages = [e.get("message", "") for e in events]
+    assert any("queued at position 1 (reason Resources" in m for m in messages), messages
+    failed = events[-1]
+    assert failed.get("failed") is True, events
+    assert "did not start within 6 s" in failed["message"] and "still queued at position 1" in failed["message"], failed
+    assert "reason Resources" in failed["message"] and "estimated start" in failed["message"], failed
+    assert "The task was cancelled" in failed["message"], failed
+    api = Api(tacc_service.url, tacc_service.token("tim"))
+    _, tasks = api.call("GET", "/api/tasks")
+    assert tasks["tasks"][0]["status"] == "cancelled", tasks
+    assert hub.api.delete(f"{hub.url}/hub/api/users/dave/server", timeout=60).status_code in (202, 204)
+
+
+def test_idle_gpus_stop_the_server_even_with_a_tab_open(spawner_hub: SpawnerHub, tacc_service: ServiceProcess) -> None:
+    hub = spawner_hub
+    _start(hub, "gina", {"gpus": 1, "time_limit": "1h"})
+    hub.wait_ready("gina")
+    task_id = _task_id(hub, "gina")
+    stop = threading.Event()
+    # The "browser": requests that count as activity for jupyter_server (/api/status would not).
+    assert hub.api.get(f"{hub.url}/user/gina/api/contents", timeout=10).status_code == 200
+
+    def keep_tab_open() -> None:
+        while not stop.is_set():
+            try:
+                hub.api.get(f"{hub.url}/user/gina/api/contents", timeout=5)
+            except Exception:
+                pass
+            time.sleep(0.3)
+
+    threading.Thread(target=keep_tab_open, daemon=True).start()
+    try:
+        api = Api(tacc_service.url, tacc_service.token("gina"))
+        final = api.wait_status(task_id, {"succeeded", "failed", "cancelled"}, timeout=60)
+        assert final["status"] == "succeeded", final
+        _, logs = api.call("GET", f"/api/tasks/{task_id}/logs")
+        assert "tacc-server: stopping: its GPUs" in logs["data"] and "idle" in logs["data"], logs["data"][-2000:]
+        deadline = time.monotonic() + 30
+        while hub.user("gina")["servers"] and time.monotonic() < deadline:
+            time.sleep(0.3)
+        assert not hub.user("gina")["servers"], hub.user("gina")
+    finally:
+        stop.set()
