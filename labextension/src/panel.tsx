@@ -4,7 +4,7 @@
  * cancel and resubmit; and the cluster view (free GPUs per node and switch).
  */
 
-import { ReactWidget, showErrorMessage } from '@jupyterlab/apputils';
+import { Dialog, ReactWidget, showDialog, showErrorMessage } from '@jupyterlab/apputils';
 import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
@@ -173,6 +173,17 @@ function TaskRow(props: {
   const res = resourcesText(model.withSpec(task));
 
   const cancel = async () => {
+    const server = task.name.startsWith('jupyter-');
+    const answer = await showDialog({
+      title: `Cancel task ${task.id} (${task.name})?`,
+      body: server
+        ? 'This task is a Jupyter server: cancelling it stops that server (it may be the one this page runs on).'
+        : 'Its processes get SIGTERM, then SIGKILL after the grace period.',
+      buttons: [Dialog.cancelButton({ label: 'Keep it' }), Dialog.warnButton({ label: 'Cancel task' })]
+    });
+    if (!answer.button.accept) {
+      return;
+    }
     setBusy(true);
     try {
       await model.api.cancel(task.id);

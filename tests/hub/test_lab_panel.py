@@ -134,6 +134,7 @@ def test_submit_the_open_notebook_watch_it_run_and_cancel_it(lab_hub: HubProcess
 
         # cancel from the panel (keyboard reachable: a labelled button)
         page.click(f'button[aria-label="Cancel task {task_id}"]')
+        page.click(".jp-Dialog .jp-mod-accept:has-text('Cancel task')")  # the confirmation
         page.wait_for_selector(f'.tacc-task[data-task-id="{task_id}"][data-status="cancelled"]', timeout=60_000)
         page.wait_for_selector(".tacc-log-state[data-state=ended]", timeout=30_000)
         # the state changes were notified (Lab's notification centre, from the status bar)
@@ -161,6 +162,7 @@ def test_submit_the_open_notebook_watch_it_run_and_cancel_it(lab_hub: HubProcess
         assert second["digest"] == first["digest"] and second["spec"] == first["spec"]
         page.wait_for_selector(f'.tacc-task[data-task-id="{again_id}"][data-status="running"]', timeout=60_000)
         page.click(f'button[aria-label="Cancel task {again_id}"]')
+        page.click(".jp-Dialog .jp-mod-accept:has-text('Cancel task')")
         page.wait_for_selector(f'.tacc-task[data-task-id="{again_id}"][data-status="cancelled"]', timeout=60_000)
 
         # a waiting task shows its queue position, reason and estimated start (tasks made with the API:
