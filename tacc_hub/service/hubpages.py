@@ -21,16 +21,25 @@ from .hubauth import identity_of
 UI = Path(__file__).resolve().parent / "admin_ui"
 
 
-class HomePage(HubOAuthenticated, tornado.web.RequestHandler):
+class Page(HubOAuthenticated, tornado.web.RequestHandler):
+    """A browser page: the hub's OAuth cookie identifies the user (``@authenticated`` sends them to log in)."""
+
+    @staticmethod
+    def identity(model: dict[str, Any]) -> Identity | None:
+        """Our identity for the hub's user model; None when the user holds none of our scopes."""
+        try:
+            return identity_of(model, "hub-cookie")
+        except Denied:
+            return None
+
+
+class HomePage(Page):
     """Who you are here, and where the API and your tasks are."""
 
     @tornado.web.authenticated
     def get(self) -> None:
         model: dict[str, Any] = self.current_user
-        try:
-            who: Identity | None = identity_of(model, "hub-cookie")
-        except Denied:
-            who = None
+        who = self.identity(model)
         name = html.escape(str(model.get("name", "")))
         role = "admin" if who and who.admin else ("user" if who else "no tacc scope")
         self.set_header("Content-Type", "text/html; charset=UTF-8")
@@ -43,7 +52,7 @@ class HomePage(HubOAuthenticated, tornado.web.RequestHandler):
             "</body></html>")
 
 
-class AdminPage(HubOAuthenticated, tornado.web.RequestHandler):
+class AdminPage(Page):
     """The admin pages (quotas, usage, queue, cluster): admins only, checked here and by every API they call."""
 
     def initialize(self, period: str = "month") -> None:
@@ -52,10 +61,7 @@ class AdminPage(HubOAuthenticated, tornado.web.RequestHandler):
     @tornado.web.authenticated
     def get(self) -> None:
         model: dict[str, Any] = self.current_user
-        try:
-            who: Identity | None = identity_of(model, "hub-cookie")
-        except Denied:
-            who = None
+        who = self.identity(model)
         if who is None or not who.admin:
             self.set_status(403)
             self.set_header("Content-Type", "text/html; charset=UTF-8")

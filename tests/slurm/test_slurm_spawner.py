@@ -29,7 +29,8 @@ def slurm_hub(slurm_cluster: SlurmCluster, tmp_path: Path) -> Iterator[tuple[Spa
         svc.stop()
 
 
-def test_a_server_runs_as_a_slurm_job_and_stops_with_it(slurm_hub: tuple[SpawnerHub, ServiceProcess]) -> None:
+def test_a_server_runs_as_a_slurm_job_survives_a_slurm_outage_and_stops_with_it(
+        slurm_hub: tuple[SpawnerHub, ServiceProcess], slurm_cluster: SlurmCluster) -> None:
     hub, svc = slurm_hub
     assert hub.api.post(f"{hub.url}/hub/api/users/sam", timeout=10).status_code == 201
     began = time.monotonic()
@@ -47,6 +48,21 @@ def test_a_server_runs_as_a_slurm_job_and_stops_with_it(slurm_hub: tuple[Spawner
                           check=True).stdout
     assert f"tacc-{task_id} RUNNING" in jobs, jobs
     assert hub.api.get(f"{hub.url}/user/sam/api", timeout=10).status_code == 200
+
+    # slurmctld down: the service's squeue polls fail, the hub keeps polling the spawner (every 1 s here);
+    # the server is not taken for dead, and its job keeps running on its node.
+    down = slurm_cluster.script("stop-ctld", timeout=300)
+    assert down.returncode == 0, down.stderr
+    try:
+        time.sleep(8)
+        server = hub.user("sam")["servers"].get("")
+        assert server and server["ready"], server
+        assert hub.api.get(f"{hub.url}/user/sam/api", timeout=10).status_code == 200
+        _, task = api.call("GET", f"/api/tasks/{task_id}")
+        assert task["status"] == "running", task
+    finally:
+        up = slurm_cluster.script("start-ctld", timeout=300)
+        assert up.returncode == 0, up.stderr
     assert hub.api.delete(f"{hub.url}/hub/api/users/sam/server", timeout=60).status_code in (202, 204)
     assert api.wait_status(task_id, {"cancelled", "failed", "succeeded"}, timeout=120)["status"] == "cancelled"
     jobs = subprocess.run(["squeue", "-h", "-o", "%j %T"], capture_output=True, text=True, timeout=60,

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from test_policy_contract import check
 
 from tacc_hub.scheduler.cluster import NodeSlots, Placement
-from tacc_hub.scheduler.history import DurationHistory
+from tacc_hub.scheduler.history import DurationHistory, bucket
 from tacc_hub.scheduler.policies import Tacc
 from tacc_hub.scheduler.policy import REASONS, Limits, Preempt, Quotas, Start, TaskView, View
 from tacc_hub.scheduler.sim import ClusterSpec, Job, PolicyError, Simulator, simulate
@@ -332,3 +332,21 @@ def test_the_one_sorted_list_walks_as_the_merge_of_the_users_lists(view, data):
         gone = data.draw(st.sets(st.sampled_from(sorted(view.waiting)), max_size=3)) if view.waiting else set()
         waiting = {tid: t for tid, t in view.waiting.items() if tid not in gone}
         view = replace(view, now=view.now + 400.0 * (k + 1), waiting=waiting)
+
+
+def test_a_batch_waiting_behind_a_sibling_that_ran_long_takes_its_run_time_class():
+    p = Tacc()
+    q = p.queue
+    a, b, c = task(1, submit=0.0), task(2, submit=60.0), task(3, submit=60.0 + 2 * p.queue.batch_gap)
+    d = task(4, submit=30.0)
+    for t in (a, d, b, c):
+        q._insert(t, 100.0)
+    assert q.batch_of[1] == q.batch_of[2] == q.batch_of[4] != q.batch_of[3]  # c came after a gap: a batch of its own
+    assert q.ctx[2] == q.ctx[3] == "g|1|n"  # none of their batches has ended yet
+    q.completed(a, 5000.0, 5100.0)  # a ends after 5,000 s: b (not run yet) is in that class now, c is not
+    assert q.ctx[2] != "g|1|n" and q.ctx[3] == "g|1|n" and 1 not in q.ctx
+    assert q.ctx_hist.counts("g|1|n")[bucket(5000.0)] == 1  # learned under the context a had
+    q.completed(d, 20.0, 5200.0)  # a shorter end in the batch: its longest run sets the class
+    assert q.ctx[2] == f"g|1|{bucket(5000.0) // q.context_width}"
+    q.prune({2: b})  # gone tasks are forgotten
+    assert set(q.ctx) == {2} and set(q.batch_of) == {2}

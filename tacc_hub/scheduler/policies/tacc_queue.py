@@ -24,6 +24,18 @@ inside its group): heavy users sink, light ones rise, but a short task of a
 heavy group still passes a long one. Usage starts from ``View.history.past`` (what
 the service's store says was used before it started), so a restart forgets nothing.
 
+Context (``context_width`` > 0): a task's Gittins curve is that of its context, not
+only its group's: ``group|gpus|class``, where the class is the run-time class
+(``context_width`` history buckets) of the longest task of its batch seen to end
+("n" while none has), and a batch is the tasks of one group, user and GPU count
+submitted less than ``batch_gap`` apart (Philly's jobs come in bursts of alike
+jobs). The policy learns the curves from the ends it sees itself (``completed``:
+a task gone from both running and waiting, with the work it had done), so a
+restarted service starts from the groups' curves again. A task that has not run
+yet moves to its batch's class when a longer sibling ends (its entry is re-sorted);
+once it has run, its context is fixed, so a running task's rank changes only as
+described below.
+
 Within one user, tasks go by the user's ``priority`` first (higher first), then
 by rank: the owner orders their own tasks.
 
@@ -53,8 +65,9 @@ from itertools import compress
 from operator import is_not
 from typing import Any
 
+from ..history import DurationHistory, bucket
 from ..policy import TaskView, View
-from .tacc_model import Model, age_bucket
+from .tacc_model import Curve, Model, age_bucket
 
 QOS_RANK = {"interactive": 0, "high": 0, "normal": 1, "low": 2}
 
@@ -65,7 +78,8 @@ class Queue:
     """Sorted waiting tasks, fair-share factors and starvation, for one policy instance."""
 
     def __init__(self, half_life: float, calc_period: float, fair_weight: float, starve_after: float,
-                 level_ratio: float, size_exponent: float, age_step: float = 0.0) -> None:
+                 level_ratio: float, size_exponent: float, age_step: float = 0.0, context_width: int = 0,
+                 batch_gap: float = 1800.0) -> None:
         self.half_life, self.calc_period, self.fair_weight = half_life, calc_period, fair_weight
         self.starve_after, self.size_exponent = starve_after, size_exponent
         self.age_step = age_step  # a waiting task rises one level per ``age_step`` seconds waited (0: never)
@@ -94,17 +108,92 @@ class Queue:
         self.flat: list[tuple[Rank, TaskView]] | None = None
         self.prioritized = 0  # known tasks with a priority other than 0
         self.serial: int | None = None  # ``View.changes.serial`` of the view last synced with
+        # context (see ``context``): per task its curve's key and its batch; per batch (tasks of one group, user
+        # and GPU count submitted less than ``batch_gap`` apart) the run time of its last task seen to end and
+        # its members not started yet; the policy's own histogram of completed run times per context, its model
+        self.context_width, self.batch_gap = context_width, batch_gap
+        self.ctx: dict[int, str] = {}
+        self.batch_of: dict[int, int] = {}
+        self.last_submit: dict[tuple[str, str, int], tuple[float, int]] = {}
+        self.batch_end: dict[int, int] = {}  # run-time class of the batch's last task seen to end
+        self.members: dict[int, list[int]] = {}
+        self.ctx_hist = DurationHistory()
+        self.ctx_model = Model.build(None, level_ratio)
 
     # -- rank ------------------------------------------------------------------------------------
 
     def base_level(self, t: TaskView, done: float) -> int:
         """The task's level before fair share: its Gittins level, bounded by its time limit, per size."""
-        lv = self.model.of(t.group).level[age_bucket(done)]
+        lv = self.curve(t).level[age_bucket(done)]
         if t.time_limit is not None and t.time_limit > done:  # the limit bounds what is left
             lv = min(lv, int(math.log(t.time_limit - done) // self._log_ratio))
         if self.size_exponent and t.gpus > 1:
             lv += round(self.size_exponent * math.log(t.gpus) / self._log_ratio)
         return lv
+
+    def curve(self, t: TaskView) -> Curve:
+        """The task's belief: its context's curve once the policy has seen completions, else its group's."""
+        key = self.ctx.get(t.id)
+        if key is None or not self.ctx_model.version:
+            return self.model.of(t.group)
+        return self.ctx_model.of(key)
+
+    def context(self, t: TaskView) -> str:
+        """The task's context: its group, GPU count and the run-time class (``context_width`` history buckets)
+        of the last task of its batch seen to end ("n": none yet). Set when first seen; a task that has not run
+        yet gets its batch's new class each time one of its batch ends (``completed``)."""
+        key = (t.group, t.owner, t.gpus)
+        last = self.last_submit.get(key)
+        if last is not None and abs(t.submit - last[0]) <= self.batch_gap:
+            b = last[1]
+        else:
+            b = t.id
+        if last is None or t.submit >= last[0]:
+            self.last_submit[key] = (t.submit, b)
+        self.batch_of[t.id] = b
+        self.members.setdefault(b, []).append(t.id)
+        end = self.batch_end.get(b)
+        return f"{t.group}|{t.gpus}|{'n' if end is None else end}"
+
+    def completed(self, t: TaskView, ran: float, now: float) -> None:
+        """A task the policy saw run has ended after ``ran`` seconds of work: learn, and move its batch's
+        waiting tasks that have not run to their new context."""
+        key = self.ctx.pop(t.id, None)
+        b = self.batch_of.pop(t.id, None)
+        if key is not None:
+            self.ctx_hist.observe(key, ran)
+        if b is None:
+            return
+        cls = bucket(ran) // self.context_width
+        if self.batch_end.get(b, -1) >= cls:
+            return  # its waiting tasks are in that context already (the batch's longest run sets it)
+        self.batch_end[b] = cls
+        new = f"{t.group}|{t.gpus}|{cls}"
+        keep = []
+        for tid in self.members.get(b, ()):
+            w = self.known.get(tid)
+            if w is None or w.done > 0 or tid not in self.batch_of:
+                continue  # gone, or has run: its context stays
+            keep.append(tid)
+            if self.ctx.get(tid) != new and tid in self.entry:
+                self.ctx[tid] = new
+                if self.ctx_model.version:
+                    self._insert(w, now)
+        if keep:
+            self.members[b] = keep
+        else:
+            self.members.pop(b, None)
+
+    def prune(self, live: Mapping[int, object]) -> None:
+        """Forget the contexts and batches of tasks neither waiting nor running (cancelled, or their end unseen)."""
+        for tid in [tid for tid in self.ctx if tid not in live]:
+            del self.ctx[tid]
+        for tid in [tid for tid in self.batch_of if tid not in live]:
+            del self.batch_of[tid]
+        alive = set(self.batch_of.values()) | {b for _, b in self.last_submit.values()}
+        for d in (self.members, self.batch_end):
+            for b in [b for b in d if b not in alive]:
+                del d[b]
 
     def waited(self, t: TaskView, now: float) -> float:
         """Seconds spent waiting since submission (runs excluded); for a running task, before this run."""
@@ -132,6 +221,8 @@ class Queue:
         if hist is not None and hist.version > 0 and (
                 h.version == 0 or hist.version >= h.version * (1.0 + rebuild_growth) + 8):
             self.model = Model.build(hist, self.ratio)
+            if self.context_width:
+                self.ctx_model = Model.build(self.ctx_hist, self.ratio)
             self._rebuild(view.waiting, view.now)
         self._sync(view)
         if self.last_calc is None or view.now - self.last_calc >= self.calc_period:
@@ -178,6 +269,8 @@ class Queue:
 
     def _insert(self, t: TaskView, now: float) -> None:
         self._unlist(t.id)
+        if self.context_width and t.id not in self.ctx:
+            self.ctx[t.id] = self.context(t)
         lst = self.lists.setdefault((t.group, t.owner), [])
         self.seq += 1
         e = (self._key(t, now), t.id, self.seq, t)

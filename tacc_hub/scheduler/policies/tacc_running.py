@@ -61,7 +61,7 @@ class Running:
             self.levels[lv] = self.levels.get(lv, 0) + 1
             bisect.insort(self._vic, (r, t))  # ranks are unique (they end with the id): views never compared
         if r[0] == 1 and t.start is not None and t.rate > 0:
-            nxt = queue.model.of(t.group).next_level[age_bucket(t.done_at(now))]
+            nxt = queue.curve(t).next_level[age_bucket(t.done_at(now))]
             at = t.start + (lower(nxt) - t.done) / t.rate if nxt < BUCKETS else math.inf
             if at < math.inf:
                 then = (1, r[1], queue.base_level(t, lower(nxt)) - queue.tier(t, now)
@@ -217,7 +217,7 @@ def expected_end(t: TaskView, queue: Queue, now: float) -> float:
     """When a running task should end: its median remaining time given its attained service, capped by its limit."""
     done = t.done_at(now)
     model = queue.model
-    left = model.of(t.group).median_left[age_bucket(done)] if model.version else max(1.0, t.predicted - done)
+    left = queue.curve(t).median_left[age_bucket(done)] if model.version else max(1.0, t.predicted - done)
     if t.time_limit is not None and t.start is not None:
         return min(now + left / (t.rate or 1.0), max(now, t.start + t.time_limit))
     return now + left / (t.rate or 1.0)
@@ -226,7 +226,7 @@ def expected_end(t: TaskView, queue: Queue, now: float) -> float:
 def expected_run(t: TaskView, queue: Queue) -> float:
     """How long a waiting task should run: its expected remaining time (mean), capped by its limit."""
     model = queue.model
-    left = model.of(t.group).mean_left[age_bucket(t.done)] if model.version else max(1.0, t.predicted - t.done)
+    left = queue.curve(t).mean_left[age_bucket(t.done)] if model.version else max(1.0, t.predicted - t.done)
     if t.time_limit is not None:
         left = min(left, max(1.0, t.time_limit - t.done))
     return left
