@@ -129,7 +129,9 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 ARTIFACTS = Path(os.environ.get("TACC_TEST_ARTIFACTS", ROOT / "test-artifacts"))
 
 
-@pytest.fixture(scope="session")
+# Module scope: Playwright's sync API keeps its event loop current while it is open, and pytest-asyncio's
+# tests later in the session (tests/jupyter) then fail with "Cannot close a running event loop".
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     """Debian's Chromium driven by Playwright (no browser download); screenshots go to test-artifacts/."""
     from playwright.sync_api import sync_playwright
