@@ -41,3 +41,15 @@ if [ ! -x "$chp" ]; then
   fi
   npm install --prefix .venv/node --no-audit --no-fund --silent configurable-http-proxy@5.3
 fi
+
+# The JupyterLab side panel: rebuilt only when labextension/'s sources differ from the committed
+# bundle's (needs Node then; the script installs Debian's nodejs and npm when node is missing).
+./scripts/build-labextension.sh --if-stale
+# An editable install copies the bundle into the venv's share/jupyter; link it to the checkout's build
+# instead, so that a rebuild is what Lab loads (`jupyter labextension list` shows it enabled).
+labext=.venv/share/jupyter/labextensions/tacc-hub-labextension
+if [ "$(readlink "$labext" 2>/dev/null)" != "$PWD/tacc_hub/labextension" ]; then
+  mkdir -p "$(dirname "$labext")"
+  rm -rf "$labext"
+  ln -s "$PWD/tacc_hub/labextension" "$labext"
+fi

@@ -112,6 +112,10 @@ def hub_settings(*, repo: Path, python: str, hub_port: int, service_port: int, s
     chp = bin_dir.parent / "node" / "node_modules" / ".bin" / "configurable-http-proxy"
     if chp.exists():  # npm's proxy, installed by scripts/bootstrap.sh: it streams (the PyPI one buffers)
         out["ConfigurableHTTPProxy"]["command"] = [str(chp)]
+    if spawner == "simple":
+        # Local servers keep their users' files (and Jupyter settings) under the state directory,
+        # not in /tmp/NAME where every hub on the machine would share them.
+        out["SimpleLocalProcessSpawner"] = {"home_dir_template": str(state_dir.resolve() / "home" / "{username}")}
     if password:
         out["DummyAuthenticator"] = {"password": password}
     return out

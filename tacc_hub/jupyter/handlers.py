@@ -14,6 +14,8 @@ Routes (``PATH`` is relative to the server's root directory; anything outside it
   ``{"digest", "spec", "files", "snapshot_bytes", "git", "diff", "notes"}`` (nothing is sent).
 - ``POST /tacc/api/submit``    the same body → that preview plus ``"task"`` (the created task).
 - ``GET  /tacc/api/tasks``     ``?state=a,b&limit=N`` → the service's task list.
+- ``POST /tacc/api/tasks``     body: a TaskSpec (JSON) → the created task (the Lab panel's resubmit:
+  a task's own spec again, so the same digest; its code snapshot is already on the service).
 - ``GET  /tacc/api/tasks/ID``  one task (with ``queue``: position, estimated_start).
 - ``POST /tacc/api/tasks/ID/cancel``
 - ``GET  /tacc/api/tasks/ID/logs``         ``?offset=&limit=`` → ``{offset, next_offset, data, eof, status}``.
@@ -155,6 +157,18 @@ class TasksHandler(TaccHandler):
     async def get(self) -> None:
         states = [s for s in self.get_argument("state", "").split(",") if s]
         await self._relay("list", states=states or None, limit=self._int_arg("limit", 50))
+
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        try:
+            spec = json.loads(self.request.body or b"")
+        except ValueError:
+            spec = None
+        if not isinstance(spec, dict):
+            self._fail(400, "the body must be a TaskSpec as a JSON object")
+            return
+        await self._relay("submit", spec)
 
 
 class TaskHandler(TaccHandler):

@@ -47,8 +47,9 @@ def free_hub_ports() -> tuple[int, int]:
 
 
 class HubProcess:
-    def __init__(self, state_dir: Path, **env: str) -> None:
+    def __init__(self, state_dir: Path, config: Path | None = None, **env: str) -> None:
         self.state_dir = state_dir
+        self.config = config or ROOT / "jupyterhub_config.py"  # another file may load_subconfig() this one
         self.port, self.service_port = free_hub_ports()
         self.url = f"http://127.0.0.1:{self.port}"
         self.service_url = f"{self.url}/services/tacc"
@@ -67,7 +68,7 @@ class HubProcess:
                "TACC_PORT": str(self.service_port), "TACC_DEMO_PASSWORD": PASSWORD,
                "TACC_DEMO_USERS": "alice,bob", "TACC_DEMO_ADMINS": "admin", "TACC_DB_URL": "", **self.env}
         log = self.log_path.open("ab")
-        self.proc = subprocess.Popen([str(BIN / "jupyterhub"), "-f", str(ROOT / "jupyterhub_config.py")],
+        self.proc = subprocess.Popen([str(BIN / "jupyterhub"), "-f", str(self.config)],
                                      stdout=log, stderr=subprocess.STDOUT, cwd=self.state_dir, env=env,
                                      start_new_session=True)
         deadline = time.monotonic() + timeout
@@ -128,7 +129,9 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 ARTIFACTS = Path(os.environ.get("TACC_TEST_ARTIFACTS", ROOT / "test-artifacts"))
 
 
-@pytest.fixture(scope="session")
+# Module scope: Playwright's sync API keeps its event loop current while it is open, and pytest-asyncio's
+# tests later in the session (tests/jupyter) then fail with "Cannot close a running event loop".
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
     """Debian's Chromium driven by Playwright (no browser download); screenshots go to test-artifacts/."""
     from playwright.sync_api import sync_playwright

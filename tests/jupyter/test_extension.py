@@ -157,6 +157,22 @@ def test_cancel_through_extension(jp_asyncio_loop, jp_fetch, jp_root_dir, tacc_e
     assert loop.run_until_complete(until({"cancelled", "failed", "succeeded"}))["status"] == "cancelled"
 
 
+def test_resubmit_a_tasks_own_spec_gives_the_same_digest(jp_asyncio_loop, jp_fetch, jp_root_dir, tacc_env):
+    loop = jp_asyncio_loop
+    (jp_root_dir / "once.py").write_text("print('once')\n")
+    code, out = call(loop, jp_fetch, "POST", "submit", body={"path": "once.py", "packages": False})
+    assert code == 200, out
+    code, first = call(loop, jp_fetch, "GET", "tasks", str(out["task"]["id"]))
+    assert code == 200 and first["spec"]
+    code, again = call(loop, jp_fetch, "POST", "tasks", body=first["spec"])  # what the Lab panel's Resubmit sends
+    assert code == 201 or code == 200, again
+    assert again["id"] != first["id"] and again["digest"] == first["digest"]
+    code, bad = call(loop, jp_fetch, "POST", "tasks", body=["not", "a", "spec"])  # type: ignore[arg-type]
+    assert code == 400 and "TaskSpec" in bad["message"]
+    code, invalid = call(loop, jp_fetch, "POST", "tasks", body={"name": "x"})
+    assert code in (400, 422) and invalid["errors"], invalid
+
+
 def test_snapshot_digest_is_the_archive_sha(jp_asyncio_loop, jp_fetch, jp_root_dir):
     (jp_root_dir / "s.py").write_text("print(1)\n")
     from tacc_hub.jupyter.capture import capture

@@ -1,0 +1,150 @@
+/**
+ * The routes of tacc_hub's jupyter_server extension, in one place: the user's own server
+ * relays the tacc service under `<base_url>/tacc/api/...` (tacc_hub/jupyter/handlers.py).
+ *
+ * The client takes a `request(path, init)` function so that JupyterLab's
+ * ServerConnection (base URL, token, XSRF) is plugged in by the plugin and a fake by tests.
+ */
+
+import type { Cluster, Task, TaskList } from './model';
+
+export type RequestFn = (path: string, init?: RequestInit) => Promise<Response>;
+
+export const ROUTES = {
+  tasks: 'tacc/api/tasks',
+  task: (id: number) => `tacc/api/tasks/${id}`,
+  cancel: (id: number) => `tacc/api/tasks/${id}/cancel`,
+  logs: (id: number) => `tacc/api/tasks/${id}/logs`,
+  logStream: (id: number) => `tacc/api/tasks/${id}/logs/stream`,
+  capture: 'tacc/api/capture',
+  submit: 'tacc/api/submit',
+  cluster: 'tacc/api/cluster',
+  quota: 'tacc/api/quota'
+} as const;
+
+/** What the user picks in "Submit this notebook" (keys as the server extension reads them). */
+export interface CaptureRequest {
+  path: string;
+  name?: string;
+  resources?: { nodes?: number; gpus?: number; tasks_per_node?: number; cpus?: number; memory?: string; time?: string; partition?: string };
+  runtime?: string;
+  args?: string[];
+  packages?: boolean;
+  kernel_id?: string;
+}
+
+/** The captured environment: spec and digest, files of the snapshot, git state, notes. */
+export interface CapturePreview {
+  digest: string;
+  spec: Record<string, any>;
+  files: string[];
+  snapshot_bytes: number;
+  git: { commit?: string; branch?: string; dirty?: boolean; [k: string]: unknown } | null;
+  diff: string;
+  notes: string[];
+  task?: Task;
+}
+
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+    readonly errors: { field: string; message: string }[] = []
+  ) {
+    super(message);
+  }
+
+  /** The message and the fields it names, for a dialog. */
+  get detail(): string {
+    return [this.message, ...this.errors.map(e => `${e.field}: ${e.message}`)].join('\n');
+  }
+}
+
+export class TaccApi {
+  constructor(private readonly request: RequestFn) {}
+
+  private async json<T>(path: string, init?: RequestInit): Promise<T> {
+    let resp: Response;
+    try {
+      resp = await this.request(path, init);
+    } catch (err) {
+      throw new ApiError(0, `cannot reach the Jupyter server: ${err}`);
+    }
+    const text = await resp.text();
+    let body: any = null;
+    try {
+      body = text ? JSON.parse(text) : null;
+    } catch {
+      body = null;
+    }
+    if (!resp.ok) {
+      const message = body?.message ?? `${resp.status} ${resp.statusText || 'error'}`;
+      throw new ApiError(resp.status, message, Array.isArray(body?.errors) ? body.errors : []);
+    }
+    return body as T;
+  }
+
+  private post<T>(path: string, body?: unknown): Promise<T> {
+    return this.json<T>(path, {
+      method: 'POST',
+      body: body === undefined ? undefined : JSON.stringify(body),
+      headers: { 'Content-Type': 'application/json' }
+    });
+  }
+
+  listTasks(opts: { states?: string[]; limit?: number } = {}): Promise<TaskList> {
+    const q = new URLSearchParams();
+    if (opts.states?.length) {
+      q.set('state', opts.states.join(','));
+    }
+    q.set('limit', String(opts.limit ?? 50));
+    return this.json<TaskList>(`${ROUTES.tasks}?${q}`);
+  }
+
+  getTask(id: number): Promise<Task> {
+    return this.json<Task>(ROUTES.task(id));
+  }
+
+  cancel(id: number): Promise<Task> {
+    return this.post<Task>(ROUTES.cancel(id));
+  }
+
+  /** Submit a spec as it is (a resubmit: the same spec gives the same digest). */
+  submitSpec(spec: Record<string, any>): Promise<Task> {
+    return this.post<Task>(ROUTES.tasks, spec);
+  }
+
+  capture(req: CaptureRequest): Promise<CapturePreview> {
+    return this.post<CapturePreview>(ROUTES.capture, req);
+  }
+
+  submitNotebook(req: CaptureRequest): Promise<CapturePreview> {
+    return this.post<CapturePreview>(ROUTES.submit, req);
+  }
+
+  logs(id: number, offset = 0): Promise<{ offset: number; next_offset: number; data: string; eof: boolean; status: string }> {
+    return this.json(`${ROUTES.logs(id)}?offset=${offset}`);
+  }
+
+  cluster(): Promise<Cluster> {
+    return this.json<Cluster>(ROUTES.cluster);
+  }
+
+  /** Open the log stream from `query` (e.g. `offset=N`); the caller reads the body. */
+  async openLogStream(id: number, query: string, headers: Record<string, string>, signal: AbortSignal): Promise<Response> {
+    const resp = await this.request(`${ROUTES.logStream(id)}?${query}`, {
+      headers: { Accept: 'text/event-stream', ...headers },
+      signal
+    });
+    if (!resp.ok) {
+      let message = `${resp.status} ${resp.statusText}`;
+      try {
+        message = (await resp.json()).message ?? message;
+      } catch {
+        // not JSON
+      }
+      throw new ApiError(resp.status, message);
+    }
+    return resp;
+  }
+}

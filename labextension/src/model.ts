@@ -1,0 +1,282 @@
+/**
+ * The panel's state logic, pure (no JupyterLab, no DOM): task types as the tacc service
+ * answers them, merging a fresh task list into the previous one and the state changes that
+ * become notifications, and how times, queue positions and ETAs are written.
+ */
+
+export type TaskStatus =
+  | 'pending'
+  | 'starting'
+  | 'running'
+  | 'cancelling'
+  | 'succeeded'
+  | 'failed'
+  | 'cancelled'
+  | 'lost';
+
+export const TERMINAL: ReadonlySet<string> = new Set(['succeeded', 'failed', 'cancelled', 'lost']);
+
+/** Where a waiting task stands (the task JSON's `queue`): predictions, not promises. */
+export interface QueueInfo {
+  reason: string;
+  position: number;
+  estimated_start: number | null;
+  detail?: string;
+}
+
+/** A task as GET /api/tasks and /api/tasks/ID answer it (times are seconds since the epoch). */
+export interface Task {
+  id: number;
+  owner: string;
+  name: string;
+  status: TaskStatus | string;
+  digest: string;
+  reason?: string | null;
+  exit_code?: number | null;
+  submitted_at: number;
+  started_at?: number | null;
+  finished_at?: number | null;
+  placement?: { nodes?: { node: string; gpus?: number[] }[] } | null;
+  cancel_requested?: boolean;
+  queue?: QueueInfo | null;
+  spec?: Record<string, any> | null;
+  plan?: Record<string, any> | null;
+}
+
+export interface TaskList {
+  tasks: Task[];
+  total: number;
+  next_before?: number | null;
+}
+
+export function isTerminal(status: string): boolean {
+  return TERMINAL.has(status);
+}
+
+export function isActive(task: Task): boolean {
+  return !isTerminal(task.status);
+}
+
+/** A state change seen between two refreshes: what a notification tells. */
+export interface StateChange {
+  task: Task;
+  from: string | null; // null: a task this panel had not seen (submitted elsewhere)
+  to: string;
+}
+
+/**
+ * Merge a fresh list (newest first) with the previous one.
+ *
+ * Tasks that dropped out of the fresh page but were shown before are kept while they are
+ * still active (a long list only shows the newest N) and dropped once they ended; the
+ * result is ordered newest first. `changes` lists state changes: none on the first load
+ * (`prev` null), otherwise every task whose status differs, and tasks new to the panel
+ * (only when `reportNew`).
+ */
+export function mergeTasks(
+  prev: ReadonlyMap<number, Task> | null,
+  fresh: readonly Task[],
+  reportNew = false
+): { tasks: Task[]; byId: Map<number, Task>; changes: StateChange[] } {
+  const byId = new Map<number, Task>();
+  const changes: StateChange[] = [];
+  for (const t of fresh) {
+    byId.set(t.id, t);
+    if (prev === null) {
+      continue;
+    }
+    const old = prev.get(t.id);
+    if (old === undefined) {
+      if (reportNew) {
+        changes.push({ task: t, from: null, to: t.status });
+      }
+    } else if (old.status !== t.status) {
+      changes.push({ task: t, from: old.status, to: t.status });
+    }
+  }
+  if (prev !== null) {
+    for (const [id, old] of prev) {
+      if (!byId.has(id) && isActive(old)) {
+        byId.set(id, old);
+      }
+    }
+  }
+  const tasks = [...byId.values()].sort((a, b) => b.id - a.id);
+  return { tasks, byId, changes };
+}
+
+/** Transitional states (starting, cancelling) are not worth a notification; the others are. */
+export function worthNotifying(c: StateChange): boolean {
+  return c.to !== 'starting' && c.to !== 'cancelling';
+}
+
+/** Notification level and message for a state change. */
+export function describeChange(c: StateChange): { level: 'info' | 'success' | 'error' | 'warning'; message: string } {
+  const name = `Task ${c.task.id} (${c.task.name})`;
+  switch (c.to) {
+    case 'succeeded':
+      return { level: 'success', message: `${name} succeeded` };
+    case 'failed': {
+      const why = c.task.reason ? `: ${c.task.reason}` : c.task.exit_code != null ? `: exit ${c.task.exit_code}` : '';
+      return { level: 'error', message: `${name} failed${why}` };
+    }
+    case 'lost':
+      return { level: 'error', message: `${name} was lost${c.task.reason ? `: ${c.task.reason}` : ''}` };
+    case 'cancelled':
+      return { level: 'warning', message: `${name} was cancelled` };
+    case 'running':
+      return { level: 'info', message: `${name} is running` };
+    case 'pending':
+      if (c.from && c.from !== 'pending') {
+        return { level: 'warning', message: `${name} is back in the queue${c.task.reason ? `: ${c.task.reason}` : ''}` };
+      }
+      return { level: 'info', message: `${name} is queued` };
+    default:
+      return { level: 'info', message: `${name} is ${c.to}` };
+  }
+}
+
+/** `1h 02m`, `3m 05s`, `42s`; negative or missing durations are `-`. */
+export function formatDuration(seconds: number | null | undefined): string {
+  if (seconds == null || !isFinite(seconds) || seconds < 0) {
+    return '-';
+  }
+  const s = Math.floor(seconds);
+  const d = Math.floor(s / 86400);
+  const h = Math.floor((s % 86400) / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  const sec = s % 60;
+  const two = (n: number) => String(n).padStart(2, '0');
+  if (d > 0) {
+    return `${d}d ${two(h)}h`;
+  }
+  if (h > 0) {
+    return `${h}h ${two(m)}m`;
+  }
+  if (m > 0) {
+    return `${m}m ${two(sec)}s`;
+  }
+  return `${sec}s`;
+}
+
+/** Run time so far (running), or in total (ended); `now` in seconds since the epoch. */
+export function runtimeOf(task: Task, now: number): number | null {
+  if (task.started_at == null) {
+    return null;
+  }
+  const end = task.finished_at ?? (isTerminal(task.status) ? task.started_at : now);
+  return Math.max(0, end - task.started_at);
+}
+
+/** Time since submission (until it ended). */
+export function elapsedOf(task: Task, now: number): number {
+  const end = task.finished_at ?? now;
+  return Math.max(0, end - task.submitted_at);
+}
+
+/** `in 3m 05s`, `now`, `unknown` for a queue's estimated start. */
+export function formatEta(estimatedStart: number | null | undefined, now: number): string {
+  if (estimatedStart == null) {
+    return 'unknown';
+  }
+  const wait = estimatedStart - now;
+  if (wait <= 1) {
+    return 'now';
+  }
+  return `in ${formatDuration(wait)}`;
+}
+
+/** One line for a waiting task: `#2 in queue (Resources), starts in 4m 10s`. */
+export function queueText(task: Task, now: number): string {
+  const q = task.queue;
+  if (!q) {
+    return '';
+  }
+  const start = q.estimated_start == null ? 'start unknown' : `starts ${formatEta(q.estimated_start, now)}`;
+  return `#${q.position} in queue (${q.reason}), ${start}`;
+}
+
+/**
+ * GPUs and nodes: where it runs (placement) once placed, else what its spec asks for (the
+ * list answers carry no spec; a task's own answer does).
+ */
+export function resourcesText(task: Task): string {
+  const placed = task.placement?.nodes;
+  const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
+  if (placed && placed.length) {
+    const gpus = placed.reduce((s, n) => s + (n.gpus?.length ?? 0), 0);
+    return `${plural(gpus, 'GPU')} on ${placed.map(n => n.node).join(', ')}`;
+  }
+  const r = task.spec?.resources;
+  if (r && typeof r.nodes === 'number') {
+    const gpn = typeof r.gpus_per_node === 'number' ? r.gpus_per_node : 0;
+    return `${plural(gpn * r.nodes, 'GPU')}, ${plural(r.nodes, 'node')}`;
+  }
+  return '';
+}
+
+/**
+ * The delay before the next refresh: quick while something is active, slower when
+ * everything ended, doubling after each failure up to `max`.
+ */
+export function nextDelay(opts: { failures: number; active: boolean; base?: number; idle?: number; max?: number }): number {
+  const base = opts.base ?? 2000;
+  const idle = opts.idle ?? 10000;
+  const max = opts.max ?? 60000;
+  if (opts.failures > 0) {
+    return Math.min(max, base * 2 ** opts.failures);
+  }
+  return opts.active ? base : idle;
+}
+
+/** The spec to send again for a resubmit: the task's own spec, unchanged (same spec, same digest). */
+export function resubmitSpec(task: Task): Record<string, any> {
+  if (!task.spec) {
+    throw new Error(`task ${task.id} has no spec in this answer; fetch it with GET /tasks/${task.id}`);
+  }
+  return JSON.parse(JSON.stringify(task.spec));
+}
+
+/** Cluster view: free GPUs per node, grouped by switch. */
+export interface ClusterNode {
+  name: string;
+  gpus: number;
+  gpus_used: number;
+  gpus_free: number;
+  switch?: string;
+  schedulable?: boolean;
+  state?: string | null;
+  gpu_type?: string | null;
+  partition?: string | null;
+  tasks?: number[];
+}
+
+export interface Cluster {
+  executor: string;
+  nodes: ClusterNode[];
+  switches?: Record<string, string[]>;
+  gpus: number;
+  gpus_used: number;
+  gpus_free: number;
+  pending: number;
+  running: number;
+}
+
+export function bySwitch(cluster: Cluster): { name: string; free: number; total: number; nodes: ClusterNode[] }[] {
+  const groups = new Map<string, ClusterNode[]>();
+  for (const n of cluster.nodes) {
+    const sw = n.switch ?? '0';
+    if (!groups.has(sw)) {
+      groups.set(sw, []);
+    }
+    groups.get(sw)!.push(n);
+  }
+  return [...groups.entries()]
+    .sort(([a], [b]) => a.localeCompare(b, undefined, { numeric: true }))
+    .map(([name, nodes]) => ({
+      name,
+      nodes: nodes.sort((a, b) => a.name.localeCompare(b.name, undefined, { numeric: true })),
+      free: nodes.reduce((s, n) => s + (n.schedulable === false ? 0 : n.gpus_free), 0),
+      total: nodes.reduce((s, n) => s + n.gpus, 0)
+    }));
+}
