@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: installs what it needs (pip; Debian's PostgreSQL
 # for the store tests; Slurm, munge and MariaDB for the dev cluster tests; Chromium for the
-# browser tests; bootstrap.sh installs Node.js for the hub's proxy and the Lab panel), then lint, types, and every test. Screenshots land in test-artifacts/. Extra arguments go to pytest.
+# browser tests; bootstrap.sh installs Node.js for the hub's proxy and the Lab panel), then lint,
+# types, and every test. Screenshots land in test-artifacts/. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/bootstrap.sh
