@@ -54,9 +54,10 @@ export class ApiError extends Error {
     super(message);
   }
 
-  /** The message and the fields it names, for a dialog. */
+  /** The message and the fields it names, for a dialog (a field whose words the message already says once). */
   get detail(): string {
-    return [this.message, ...this.errors.map(e => `${e.field}: ${e.message}`)].join('\n');
+    const more = this.errors.filter(e => !this.message.includes(e.message));
+    return [this.message, ...more.map(e => `${e.field}: ${e.message}`)].join('\n');
   }
 }
 

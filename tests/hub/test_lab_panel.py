@@ -176,6 +176,26 @@ def test_submit_the_open_notebook_watch_it_run_and_cancel_it(lab_hub: HubProcess
         assert re.match(r"#1 in queue \(\w+\), (starts (in .+|now)|start unknown)$", queued.inner_text()), \
             queued.inner_text()
 
+        # an admin lowers alice's quota: her next submit of the notebook is refused, the limit named
+        admin = hub.token("admin", TASKS)
+        assert api(hub, admin, "PUT", f"/api/admin/quotas/user/{USER}", json={"max_gpus": 1}).status_code == 200
+        try:
+            page.click(".tacc-submit-button")
+            page.locator(".jp-Dialog .tacc-submit-dialog").wait_for()
+            page.uncheck("#tacc-f-packages")
+            page.fill("#tacc-f-gpus", "2")
+            page.wait_for_selector(".tacc-preview-wrap[aria-busy=false] .tacc-digest", timeout=60_000)
+            page.click(".jp-Dialog .jp-mod-accept")
+            refused = page.locator(".jp-Dialog:has-text('Submit failed')")
+            refused.wait_for(timeout=60_000)
+            said = refused.inner_text()
+            assert said.count(f"needs 2 GPUs; user {USER} may hold at most 1 (1 over)") == 1, said  # once
+            page.screenshot(path=str(ARTIFACTS / "lab-submit-over-quota.png"))
+            refused.locator("button:has-text('Close')").click()
+            refused.wait_for(state="detached")
+        finally:
+            api(hub, admin, "DELETE", f"/api/admin/quotas/user/{USER}")
+
         # the same panel in the dark theme, from the command palette
         page.keyboard.press("Control+Shift+C")
         page.keyboard.type("JupyterLab Dark")
