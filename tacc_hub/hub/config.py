@@ -66,6 +66,10 @@ def hub_settings(*, repo: Path, python: str, hub_port: int, service_port: int, s
         "cookie_secret_file": str(hub_dir / "jupyterhub_cookie_secret"),
         "authenticator_class": "dummy",
         "spawner_class": spawner,
+        # Servers outlive a hub restart (the hub finds them again from each spawner's saved task id).
+        # JupyterHub stops its managed services before users' servers, so with cleanup the tacc service
+        # would already be gone when TaccSpawner cancels a server's task: the task would run on, forgotten.
+        "cleanup_servers": False,
         "custom_scopes": CUSTOM_SCOPES,
         "load_roles": [
             {"name": "user", "description": "Every user: their own server and tasks.",

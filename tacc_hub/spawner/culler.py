@@ -14,7 +14,7 @@
 
        c.JupyterHub.services.append({
            "name": "idle-culler",
-           "command": [sys.executable, "-m", "jupyterhub_idle_culler", "--timeout=28800", "--cull-every=300"],
+           "command": [sys.executable, "-c", RUN_CULLER, "--timeout=28800", "--cull-every=300"],
        })
        c.JupyterHub.load_roles.append({
            "name": "idle-culler", "services": ["idle-culler"],
@@ -39,12 +39,17 @@ import sys
 from typing import Any
 
 CULLER_SCOPES = ["list:users", "read:users:activity", "read:servers", "delete:servers"]
+# jupyterhub-idle-culler ignores SIGINT, which is how the hub first asks a managed service to stop, so
+# every hub shutdown waited for the hub's timeouts (about 25 s measured); with SIGINT's default action
+# restored, it stops at once.
+RUN_CULLER = ("import runpy, signal; signal.signal(signal.SIGINT, signal.SIG_DFL); "
+              "runpy.run_module('jupyterhub_idle_culler', run_name='__main__', alter_sys=True)")
 
 
 def idle_culler(timeout: int = 8 * 3600, *, cull_every: int = 300, name: str = "idle-culler",
                 python: str = sys.executable,
                 extra_args: list[str] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """The hub-managed service and the role of ``jupyterhub-idle-culler`` (servers only, never users)."""
-    command = [python, "-m", "jupyterhub_idle_culler", f"--timeout={int(timeout)}",
+    command = [python, "-c", RUN_CULLER, f"--timeout={int(timeout)}",
                f"--cull-every={int(cull_every)}", *(extra_args or [])]
     return {"name": name, "command": command}, {"name": name, "services": [name], "scopes": list(CULLER_SCOPES)}

@@ -84,8 +84,25 @@ class HubProcess:
             time.sleep(0.2)
         raise RuntimeError(f"the hub did not come up in {timeout} s: {self.log_path.read_text()[-4000:]}")
 
+    def stop_servers(self) -> None:
+        """Stop every user's server through the hub (the hub itself leaves them running when it stops)."""
+        s = self.login("admin")
+        xsrf = {"X-XSRFToken": s.cookies.get("_xsrf", path="/hub/") or ""}
+        for user in s.get(self.url + "/hub/api/users", timeout=30).json():
+            for name in user.get("servers") or {}:
+                path = f"servers/{name}" if name else "server"
+                s.delete(f"{self.url}/hub/api/users/{user['name']}/{path}", headers=xsrf, timeout=60)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(u.get("servers") for u in s.get(
+                self.url + "/hub/api/users", timeout=30).json()):
+            time.sleep(0.2)
+
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
+            try:
+                self.stop_servers()
+            except requests.RequestException:
+                pass  # the hub is not answering: nothing to ask it
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(30)

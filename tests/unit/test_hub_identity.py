@@ -42,6 +42,7 @@ def test_hub_settings_run_the_service_under_the_hub(tmp_path: Path):
     assert s["Authenticator"]["admin_users"] == {"admin"}
     assert "custom:tacc:tasks" in s["Spawner"]["server_token_scopes"]
     assert s["Spawner"]["environment"]["TACC_URL"] == "http://127.0.0.1:8000/services/tacc"
+    assert s["JupyterHub"]["cleanup_servers"] is False  # servers (tasks) outlive a hub restart
     assert "DummyAuthenticator" not in s  # no password: DummyAuthenticator's own default
     slurm = hub_settings(repo=tmp_path, python="/p/python", hub_port=9000, service_port=9001, state_dir=tmp_path,
                          users="", admins="", password="pw", executor="slurm", spawner="tacc",

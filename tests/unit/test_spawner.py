@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import tarfile
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -241,6 +242,18 @@ def test_the_idle_culler_config_culls_servers_after_8_hours() -> None:
     out = subprocess.run([*service["command"][:3], "--help"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0 and "--timeout" in out.stdout and "--cull-every" in out.stdout, out.stderr
     assert service["command"][0] == sys.executable
+    # SIGINT (the hub's first request to stop a service) stops it at once; the bare culler ignores it
+    import os
+    import signal
+    env = {**os.environ, "JUPYTERHUB_API_TOKEN": "x", "JUPYTERHUB_API_URL": "http://127.0.0.1:9/hub/api"}
+    proc = subprocess.Popen(service["command"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        time.sleep(2)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(10) == -signal.SIGINT
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def test_without_a_token_a_short_lived_hub_token_is_minted_for_the_user_and_renewed() -> None:
