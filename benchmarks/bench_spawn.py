@@ -45,25 +45,12 @@ sys.path.insert(0, str(REPO))
 from _slurm import dev_cluster  # noqa: E402
 
 from tests.e2e.conftest import ServiceProcess  # noqa: E402
-from tests.hub.conftest import SpawnerHub  # noqa: E402
+from tests.hub.conftest import HUB_BASE_CONFIG, SpawnerHub  # noqa: E402
 
 USER = "cloudsdk"
 TARGET = 0.7
 
-BATCH_CONFIG = """
-c = get_config()  # noqa
-c.JupyterHub.ip = "127.0.0.1"
-c.JupyterHub.port = {port}
-c.JupyterHub.hub_ip = "127.0.0.1"
-c.JupyterHub.hub_port = {hub_port}
-c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
-c.ConfigurableHTTPProxy.command = [{chp!r}]
-c.JupyterHub.db_url = "sqlite:///{state}/jupyterhub.sqlite"
-c.JupyterHub.cookie_secret_file = "{state}/cookie_secret"
-c.JupyterHub.pid_file = "{state}/jupyterhub.pid"
-c.JupyterHub.authenticator_class = "dummy"
-c.Authenticator.allow_all = True
-c.JupyterHub.services = [{{"name": "tests", "api_token": {admin_token!r}}}]
+BATCH_CONFIG = HUB_BASE_CONFIG + """c.JupyterHub.services = [{{"name": "tests", "api_token": {admin_token!r}}}]
 c.JupyterHub.load_roles = [{{"name": "tests", "services": ["tests"],
                             "scopes": ["admin:users", "admin:servers", "read:users", "access:servers"]}}]
 c.JupyterHub.tornado_settings = {{"slow_spawn_timeout": 0}}

@@ -254,8 +254,8 @@ class FaultProxy:
         self.server.shutdown()
 
 
-HUB_CONFIG = """
-import json, sys
+# What every test hub (and the spawn benchmark's) has: ports, state files, DummyAuthenticator.
+HUB_BASE_CONFIG = """
 c = get_config()  # noqa
 c.JupyterHub.ip = "127.0.0.1"
 c.JupyterHub.port = {port}
@@ -268,7 +268,11 @@ c.JupyterHub.cookie_secret_file = "{state}/cookie_secret"
 c.JupyterHub.pid_file = "{state}/jupyterhub.pid"
 c.JupyterHub.authenticator_class = "dummy"
 c.Authenticator.allow_all = True
-c.JupyterHub.spawner_class = "tacc_hub.spawner.TaccSpawner"
+"""
+
+HUB_CONFIG = """
+import json, sys
+""" + HUB_BASE_CONFIG + """c.JupyterHub.spawner_class = "tacc_hub.spawner.TaccSpawner"
 c.JupyterHub.services = [{{"name": "tests", "api_token": {admin_token!r}}}]
 c.JupyterHub.load_roles = [{{"name": "tests", "services": ["tests"],
                             "scopes": ["admin:users", "admin:servers", "read:users", "access:servers"]}}]
