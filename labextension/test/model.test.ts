@@ -1,5 +1,4 @@
 import {
-  Task,
   bySwitch,
   describeChange,
   elapsedOf,
@@ -14,15 +13,7 @@ import {
   worthNotifying
 } from '../src/model';
 
-const task = (id: number, status: string, extra: Partial<Task> = {}): Task => ({
-  id,
-  owner: 'alice',
-  name: `t${id}`,
-  status,
-  digest: `d${id}`,
-  submitted_at: 1000,
-  ...extra
-});
+import { task } from './fixtures';
 
 describe('mergeTasks', () => {
   it('reports nothing on the first load', () => {

@@ -2,15 +2,7 @@ import { RequestFn, TaccApi } from '../src/api';
 import { StateChange, Task } from '../src/model';
 import { TasksModel } from '../src/tasks';
 
-const task = (id: number, status: string, extra: Partial<Task> = {}): Task => ({
-  id,
-  owner: 'alice',
-  name: `t${id}`,
-  status,
-  digest: `d${id}`,
-  submitted_at: 1000,
-  ...extra
-});
+import { task } from './fixtures';
 
 function fakeApi(lists: Task[][], specs: Record<number, Record<string, any>> = {}) {
   const calls: string[] = [];

@@ -185,14 +185,14 @@ def test_snapshot_digest_is_the_archive_sha(jp_asyncio_loop, jp_fetch, jp_root_d
 
 def test_repository_reaching_outside_root_is_cut_to_the_root(jp_asyncio_loop, jp_fetch, jp_root_dir, tmp_path):
     (tmp_path / "outside-secret.txt").write_text("committed secret\n")
-    (jp_root_dir / "work").mkdir()
-    (jp_root_dir / "work" / "run.py").write_text("print('run')\n")
+    (jp_root_dir / "proj").mkdir()
+    (jp_root_dir / "proj" / "run.py").write_text("print('run')\n")
     git(tmp_path, "init", "-q")
-    git(tmp_path, "add", "outside-secret.txt", "root_dir/work/run.py")
+    git(tmp_path, "add", "outside-secret.txt", str((jp_root_dir / "proj" / "run.py").relative_to(tmp_path)))
     git(tmp_path, "commit", "-qm", "c")
     (tmp_path / "outside-secret.txt").write_text("dirty secret\n")
-    (jp_root_dir / "work" / "run.py").write_text("print('run, changed')\n")
-    code, body = call(jp_asyncio_loop, jp_fetch, "POST", "capture", body={"path": "work/run.py", "packages": False})
+    (jp_root_dir / "proj" / "run.py").write_text("print('run, changed')\n")
+    code, body = call(jp_asyncio_loop, jp_fetch, "POST", "capture", body={"path": "proj/run.py", "packages": False})
     assert code == 200, body
     assert "secret" not in json.dumps(body)
     assert "run, changed" in body["diff"] and "run.py" in body["files"]
