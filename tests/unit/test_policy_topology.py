@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from tacc_hub.scheduler.cluster import ClusterState, Node, NodeSlots, Placement
-from tacc_hub.scheduler.topology import FreeMap, NodeView, min_nodes
+from tacc_hub.scheduler.topology import FreeCounts, FreeMap, NodeView, min_nodes
 
 
 def nodes(free_per_node: list[int], size: int = 8, per_switch: int = 2) -> list[NodeView]:
@@ -83,3 +86,35 @@ def test_copy_is_independent_and_map_cache_follows_changed_views():
     again = cache.current(views)
     assert again.total == 16 and again.free["n2"] == [] and again.free["n0"] == list(range(8))
     assert MapCache().current(views).free == again.free  # the same as a map built from scratch
+
+
+@settings(max_examples=150, deadline=None)
+@given(free=st.lists(st.integers(0, 8), min_size=1, max_size=8), per_switch=st.integers(1, 4),
+       data=st.data())
+def test_free_counts_answer_as_the_free_map_does_while_placements_are_given_back(free, per_switch, data):
+    """FreeCounts (counts only, for estimates) must answer packed/packed_after_give as FreeMap does."""
+    fm = FreeMap(nodes(free, per_switch=per_switch))
+    counts = FreeCounts(fm)
+    # the used GPUs of each node (all but its free ones), cut into disjoint placements of 1-2 nodes
+    chunks: list[NodeSlots] = []
+    for i, f in enumerate(free):
+        used = list(range(8 - f))
+        while used:
+            k = data.draw(st.integers(1, len(used)))
+            chunks.append(NodeSlots(node=f"n{i}", gpus=used[:k]))
+            used = used[k:]
+    placements: list[Placement] = []
+    while chunks:
+        k = data.draw(st.integers(1, min(2, len(chunks))))
+        placements.append(Placement(nodes=chunks[:k]))
+        chunks = chunks[k:]
+    shapes = [(n, g, flex) for n in (1, 2, 3) for g in (1, 2, 4, 8) for flex in (False, True)]
+    for p in placements:
+        before = {s: fm.packed(*s) for s in shapes}
+        assert before == {s: counts.packed(*s) for s in shapes}
+        fm.give(p)
+        counts.give(p)
+        for s in shapes:
+            assert counts.packed(*s) == fm.packed(*s), s
+            if not before[s]:
+                assert counts.packed_after_give(p, *s) == fm.packed_after_give(p, *s) == fm.packed(*s), s
