@@ -28,7 +28,7 @@ import time
 
 from _common import header, ms, pct, ratio, verdict
 
-from tacc_hub.scheduler import ClusterState, Node
+from tacc_hub.scheduler import ClusterState, Node, native
 from tacc_hub.scheduler.policies import POLICIES, make
 from tacc_hub.scheduler.policy import Limits, Quotas, TaskView
 from tacc_hub.scheduler.queue import LiveQueue
@@ -104,7 +104,7 @@ def main() -> None:
     ap.add_argument("--passes", type=int, default=300)
     args = ap.parse_args()
     header(f"live scheduling pass: {WAITING:,} waiting, {NODES * GPUS:,} GPUs ({NODES} nodes x {GPUS}, "
-           f"{PER_SWITCH}/switch), policy {args.policy}")
+           f"{PER_SWITCH}/switch), policy {args.policy}; scheduler {native.status()}")
     base, _, _ = run("fifo", args.passes)
     ours, explain_t, reasons = run(args.policy, args.passes)
     for name, xs in (("fifo (baseline)", base), (args.policy, ours)):

@@ -22,6 +22,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from tacc_hub.scheduler import native
 from tacc_hub.scheduler.policies import POLICIES, make
 from tacc_hub.scheduler.sim import ClusterSpec, derive, load_philly, simulate
 from tacc_hub.scheduler.sim.report import table
@@ -107,7 +108,7 @@ def main():
     names = [n for n in args.policies.split(",") if n]
     t = time.perf_counter()
     trace = load_philly(args.trace)
-    print(f"trace: {len(trace.jobs):,} jobs loaded in {time.perf_counter() - t:.2f} s")
+    print(f"trace: {len(trace.jobs):,} jobs loaded in {time.perf_counter() - t:.2f} s; scheduler: {native.status()}")
     slowdown = derive(TRACES / "placements")
     print("spread slowdown (GPUs, nodes) -> x: " + ", ".join(
         f"({g},{n}) {v:.2f}" for (g, n), v in sorted(slowdown.ratios.items()) if n > 1 and g in (2, 4, 8, 16)))

@@ -15,6 +15,7 @@ import hashlib
 import time
 from pathlib import Path
 
+from tacc_hub.scheduler import native
 from tacc_hub.scheduler.policies import make
 from tacc_hub.scheduler.sim import ClusterSpec, derive, load_philly, simulate
 from tacc_hub.scheduler.sim.report import table
@@ -40,7 +41,8 @@ def main() -> None:
         h.update(repr((x.id, x.first_start, x.finish, x.preemptions)).encode())
     print(table([r]))
     print(f"{args.replay} {len(r.records):,} jobs: wall {r.wall_s:.2f} s = {r.jobs_per_s:,.0f} jobs/s, "
-          f"CPU {cpu:.2f} s = {len(r.records) / cpu:,.0f} jobs/s; {r.calls:,} calls; decisions {h.hexdigest()[:12]}")
+          f"CPU {cpu:.2f} s = {len(r.records) / cpu:,.0f} jobs/s; {r.calls:,} calls; decisions {h.hexdigest()[:12]}; "
+          f"scheduler {native.status()}")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,14 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   touch "$stamp"
 fi
 
+# The scheduler's hot modules, compiled with mypyc (about 1.3x faster replays and passes; same decisions).
+# Needs a C compiler; rebuilt only when their sources change. Without one they run as Python.
+if ! command -v cc >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "bootstrap: installing gcc (Debian package) to compile the scheduler"
+  apt-get update -qq && apt-get install -y -qq gcc libc6-dev >/dev/null
+fi
+./scripts/build-native.sh --if-stale
+
 # The hub's proxy: npm's configurable-http-proxy (JupyterHub's own). The pure-Python one on PyPI
 # holds whole responses, so live logs (server-sent events) would arrive only at the end.
 chp=.venv/node/node_modules/.bin/configurable-http-proxy

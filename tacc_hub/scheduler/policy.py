@@ -39,12 +39,13 @@ from dataclasses import dataclass, field
 from typing import ClassVar, Protocol
 
 from .cluster import Placement
+from .frozen import Frozen
 from .history import DurationHistory
 from .topology import NodeView
 
 
 @dataclass(frozen=True, slots=True)
-class TaskView:
+class TaskView(Frozen):
     """A task as a policy sees it. Times in seconds, service in GPU-seconds."""
 
     id: int
@@ -86,7 +87,7 @@ class TaskView:
 
 
 @dataclass(frozen=True, slots=True)
-class Limits:
+class Limits(Frozen):
     """One user's or one group's quota. None: no limit."""
 
     max_gpus: int | None = None  # GPUs held at once, over all its running tasks
@@ -95,7 +96,7 @@ class Limits:
 
 
 @dataclass(frozen=True, slots=True)
-class Quotas:
+class Quotas(Frozen):
     """The quotas in force. ``users``/``groups`` by name; ``default_*`` for everyone not named.
 
     ``exhausted`` names the users (``"user:NAME"``) and groups (``"group:NAME"``)
@@ -117,7 +118,7 @@ class Quotas:
 
 
 @dataclass(frozen=True, slots=True)
-class Changes:
+class Changes(Frozen):
     """What changed between the caller's previous view and this one (optional, so a policy can sync in
     O(changes) instead of comparing every task): ``waiting`` and ``running`` name every task that entered
     or left that mapping, or whose view there was replaced, since the view numbered ``since``; this view
@@ -130,7 +131,7 @@ class Changes:
 
 
 @dataclass(frozen=True, slots=True)
-class View:
+class View(Frozen):
     """What a policy sees. ``waiting`` and ``running`` are keyed by task id; ``waiting`` in queue order."""
 
     now: float
@@ -143,19 +144,19 @@ class View:
 
 
 @dataclass(frozen=True, slots=True)
-class Start:
+class Start(Frozen):
     task_id: int
     placement: Placement
     note: str = ""  # the decision, for people: e.g. "across 2 switches over TCP: waiting would cost more"
 
 
 @dataclass(frozen=True, slots=True)
-class Preempt:
+class Preempt(Frozen):
     task_id: int
 
 
 @dataclass(frozen=True, slots=True)
-class Wake:
+class Wake(Frozen):
     at: float
 
 
@@ -167,7 +168,7 @@ tasks ahead of it (or a reservation for one); GPUs are free but not in the shape
 
 
 @dataclass(frozen=True, slots=True)
-class Explanation:
+class Explanation(Frozen):
     """Why a waiting task waits, where it stands, and when it should start (predictions, not promises)."""
 
     reason: str  # one of REASONS

@@ -31,12 +31,13 @@ from itertools import compress, count
 from operator import is_not
 
 from .cluster import NodeSlots, Placement
+from .frozen import Frozen
 
 _GENERATIONS = count(1)
 
 
 @dataclass(frozen=True, slots=True)
-class NodeView:
+class NodeView(Frozen):
     name: str
     gpus: int
     switch: str
@@ -44,7 +45,7 @@ class NodeView:
 
 
 @dataclass(frozen=True, slots=True)
-class Fit:
+class Fit(Frozen):
     placement: Placement
     spread: bool
 

@@ -28,13 +28,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..frozen import Frozen
 from ..history import BUCKETS, EDGES, DurationHistory, bucket, lower
 
 _REP = tuple(5.0 if i == 0 else math.sqrt(lower(i) * EDGES[i]) for i in range(BUCKETS))  # where a bucket's jobs end
 
 
 @dataclass(frozen=True, slots=True)
-class Curve:
+class Curve(Frozen):
     """One group's belief, per age bucket."""
 
     index: tuple[float, ...]  # Gittins index (1/s), made non-increasing in age (see ``levels``)

@@ -253,7 +253,7 @@ class Queue:
             lst = self.lists.get((t.group, t.owner))
             if lst is not None:
                 i = bisect.bisect_left(lst, e)
-                if i < len(lst) and lst[i] is e:
+                if i < len(lst) and lst[i][2] == e[2]:  # (seq: unique per entry; not ``is``: tuples may be copied)
                     del lst[i]
             flat = self.flat
             if flat is not None:
@@ -264,7 +264,7 @@ class Queue:
         if se is not None:
             st = self.starving
             i = bisect.bisect_left(st, se)
-            if i < len(st) and st[i] is se:
+            if i < len(st) and st[i][2] == se[2]:
                 del st[i]
 
     def _insert(self, t: TaskView, now: float) -> None:

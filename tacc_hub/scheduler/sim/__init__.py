@@ -5,9 +5,10 @@ from measured step times; ``predict`` makes the duration predictions policies
 see; ``simulator`` runs the events; ``metrics`` summarizes a replay.
 """
 
+from .errors import PolicyError, Stuck
 from .metrics import JobRecord, Metrics, percentile, summarize
 from .predict import Predictor
-from .simulator import ClusterSpec, PolicyError, Result, Simulator, Stuck, simulate
+from .simulator import ClusterSpec, Result, Simulator, simulate
 from .slowdown import SlowdownTable, derive
 from .trace import Job, Trace, load_philly
 

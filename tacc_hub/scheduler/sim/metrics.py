@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from statistics import fmean, median
 
+from ..frozen import Frozen
+
 
 def percentile(sorted_values: Sequence[float], p: float) -> float:
     """Nearest-rank percentile of already sorted values (0 for none)."""
@@ -25,7 +27,7 @@ def percentile(sorted_values: Sequence[float], p: float) -> float:
 
 
 @dataclass(frozen=True, slots=True)
-class JobRecord:
+class JobRecord(Frozen):
     id: int
     tenant: str
     gpus: int

@@ -40,24 +40,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 
 from ..cluster import Placement
+from ..frozen import Frozen
 from ..policy import Changes, Policy, Preempt, Quotas, Start, TaskView, View, Wake
 from ..topology import NodeView, min_nodes
+from .errors import PolicyError, Stuck
 from .metrics import JobRecord, Metrics, summarize
 from .predict import Predictor
 from .slowdown import SlowdownTable
 from .trace import Job
 
 
-class PolicyError(RuntimeError):
-    """A policy broke the contract (see ``policy`` and this module's docstring)."""
-
-
-class Stuck(RuntimeError):
-    """Jobs wait, nothing runs, and no event is left that could change that."""
-
-
 @dataclass(frozen=True, slots=True)
-class ClusterSpec:
+class ClusterSpec(Frozen):
     nodes: int
     gpus_per_node: int
     nodes_per_switch: int = 0  # 0: every node under one switch
