@@ -49,7 +49,6 @@ position and estimate consistent with this order.
 from __future__ import annotations
 
 import bisect
-import heapq
 import math
 from collections.abc import Callable
 from typing import ClassVar
@@ -584,13 +583,27 @@ class _Pass:
         if avail >= head.gpus:
             return self.now, avail - head.gpus
         q = self.p.queue
+        need = head.gpus
         started = sorted((self.now + q.expected_run(self.view.waiting[a.task_id]), self.view.waiting[a.task_id].gpus)
                          for a in self.out if isinstance(a, Start))
-        running = ((e, v.gpus) for e, _, v in self.running_ends())  # sorted already
-        for end, gpus in heapq.merge(running, started) if started else running:
+        # the running tasks' ends (sorted already) merged with the started ones' as ``heapq.merge`` would
+        # (by (end, GPUs), a tie to the running one), in one loop without generators (a hot path)
+        i, n = 0, len(started)
+        for end, _, v in self.running_ends():
+            gpus = v.gpus
+            while i < n and started[i] < (end, gpus):
+                avail += started[i][1]
+                if avail >= need:
+                    return started[i][0], avail - need
+                i += 1
             avail += gpus
-            if avail >= head.gpus:
-                return end, avail - head.gpus
+            if avail >= need:
+                return end, avail - need
+        while i < n:
+            avail += started[i][1]
+            if avail >= need:
+                return started[i][0], avail - need
+            i += 1
         return math.inf, 0
 
     def backfill_ok(self, t: TaskView, shadow: tuple[float, int]) -> tuple[bool, tuple[float, int]]:
