@@ -584,8 +584,8 @@ class _Pass:
             return self.now, avail - head.gpus
         q = self.p.queue
         need = head.gpus
-        started = sorted((self.now + q.expected_run(self.view.waiting[a.task_id]), self.view.waiting[a.task_id].gpus)
-                         for a in self.out if isinstance(a, Start))
+        started = sorted([(self.now + q.expected_run(self.view.waiting[a.task_id]), self.view.waiting[a.task_id].gpus)
+                          for a in self.out if isinstance(a, Start)])
         # the running tasks' ends (sorted already) merged with the started ones' as ``heapq.merge`` would
         # (by (end, GPUs), a tie to the running one), in one loop without generators (a hot path)
         i, n = 0, len(started)
