@@ -164,7 +164,7 @@ class Tacc:
                            context_width, batch_gap)
         self.launched: dict[int, tuple[TaskView, float]] = {}  # started by the last pass: (view, when)
         self.passes = 0
-        self.running = Running()
+        self.running = Running(min_run)
         self.maps = MapCache()  # the free slots as of the last view, kept in step (passes work on copies)
 
     # -- one pass --------------------------------------------------------------------------------
@@ -189,10 +189,16 @@ class Tacc:
         """Tell the queue of the tasks that ended since the last pass (gone from both running and waiting)."""
         running, waiting, now, q = view.running, view.waiting, view.now, self.queue
         prev = self.running.views  # running as of the last pass
-        if len(prev) != len(running) or prev.keys() != running.keys():
-            for tid in prev.keys() - running.keys():
-                if tid not in waiting:
-                    q.completed(prev[tid], prev[tid].done_at(now), now)
+        ch, r = view.changes, self.running
+        if ch is not None and ch.since == r.serial and not r.fresh:  # told what changed: look at just those
+            gone = [tid for tid in ch.running if tid in prev and tid not in running]
+        elif len(prev) != len(running) or prev.keys() != running.keys():
+            gone = list(prev.keys() - running.keys())
+        else:
+            gone = []
+        for tid in gone:
+            if tid not in waiting:
+                q.completed(prev[tid], prev[tid].done_at(now), now)
         for tid, (t, at) in self.launched.items():
             if tid not in running and tid not in waiting and tid not in prev:
                 q.completed(t, t.done + now - at, now)
@@ -500,6 +506,8 @@ class _Pass:
 
     def _bound_extra(self, t: TaskView, lv: tuple[int, int, int], reclaim: bool) -> dict[str, int]:
         """GPUs per node of the victims ``_could_pack`` counts (they depend on the victims, not on the map)."""
+        if not reclaim and lv[0] != 0:  # by rank alone, young runs spared: kept per level by ``Running``
+            return self.p.running.gpus_above(lv, self.preempted)
         assert self.victims is not None
         extra: dict[str, int] = {}
         get = extra.get

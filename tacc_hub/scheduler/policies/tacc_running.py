@@ -21,6 +21,7 @@ import math
 from itertools import compress
 from operator import is_not
 
+from ..cluster import Placement
 from ..history import BUCKETS, lower
 from ..policy import TaskView, View
 from .tacc_model import age_bucket
@@ -31,7 +32,14 @@ NO_LEVEL: Level = (-1, -1, -1)  # better than any: a change of a non-preemptible
 
 
 class Running:
-    def __init__(self) -> None:
+    def __init__(self, min_run: float = 0.0) -> None:
+        self.min_run = min_run  # a run this young is no victim but of a starving task (``Tacc.min_run``)
+        # GPUs per node of the preemptible runs at least ``min_run`` old, per level (``gpus_above``); a younger
+        # one waits in ``young`` ((start, id) heap, ``young_at``: id -> start) until it is that old (``_mature``)
+        self.lv_nodes: dict[Level, dict[str, int]] = {}
+        self.counted: dict[int, tuple[Level, tuple[tuple[str, int], ...]]] = {}
+        self.young: list[tuple[float, int]] = []
+        self.young_at: dict[int, float] = {}
         self.rank: dict[int, tuple[TaskView, Rank]] = {}
         self.end: dict[int, float] = {}  # expected end, as estimated when its rank was last computed
         self.views: dict[int, TaskView] = {}  # the last view object seen per running task
@@ -60,6 +68,12 @@ class Running:
             lv = r[:3]
             self.levels[lv] = self.levels.get(lv, 0) + 1
             bisect.insort(self._vic, (r, t))  # ranks are unique (they end with the id): views never compared
+            if t.placement is not None:
+                if t.start is not None and now - t.start < self.min_run:
+                    self.young_at[t.id] = t.start
+                    heapq.heappush(self.young, (t.start, t.id))
+                else:
+                    self._count(t.id, lv, t.placement)
         if r[0] == 1 and t.start is not None and t.rate > 0:
             nxt = queue.curve(t).next_level[age_bucket(t.done_at(now))]
             at = t.start + (lower(nxt) - t.done) / t.rate if nxt < BUCKETS else math.inf
@@ -84,6 +98,10 @@ class Running:
             else:
                 self._ends = None  # not where expected: rebuild on next use
         if t.preemptible:
+            if tid in self.counted:
+                self._uncount(tid)
+            else:
+                self.young_at.pop(tid, None)
             vic = self._vic
             i = bisect.bisect_left(vic, (r,))
             if i < len(vic) and vic[i][0] == r:
@@ -108,6 +126,10 @@ class Running:
             self.changes.clear()
             self.by_level.clear()
             self._vic.clear()
+            self.lv_nodes.clear()
+            self.counted.clear()
+            self.young.clear()
+            self.young_at.clear()
             for t in running.values():
                 self._add(t, queue, now)
             return
@@ -168,6 +190,59 @@ class Running:
                     self.by_level.setdefault(then, []).append((at, tid, start))
             for h in self.by_level.values():
                 heapq.heapify(h)
+        self._mature(now)
+
+    def _count(self, tid: int, lv: Level, placement: Placement) -> None:
+        pairs = tuple((sl.node, len(sl.gpus)) for sl in placement.nodes)
+        d = self.lv_nodes.get(lv)
+        if d is None:
+            d = self.lv_nodes[lv] = {}
+        for n, g in pairs:
+            d[n] = d.get(n, 0) + g
+        self.counted[tid] = (lv, pairs)
+
+    def _uncount(self, tid: int) -> None:
+        lv, pairs = self.counted.pop(tid)
+        d = self.lv_nodes[lv]
+        for n, g in pairs:
+            left = d[n] - g
+            if left:
+                d[n] = left
+            else:
+                del d[n]
+        if not d:
+            del self.lv_nodes[lv]
+
+    def _mature(self, now: float) -> None:
+        """Count the young runs that are ``min_run`` old by ``now`` (the same test as the pass's)."""
+        heap, young_at = self.young, self.young_at
+        while heap and not now - heap[0][0] < self.min_run:
+            start, tid = heapq.heappop(heap)
+            if young_at.get(tid) == start:
+                del young_at[tid]
+                t, r = self.rank[tid]
+                assert t.placement is not None
+                self._count(tid, r[:3], t.placement)
+
+    def gpus_above(self, lv: Level, preempted: set[int]) -> dict[str, int]:
+        """GPUs per node of the preemptible runs of a level worse than ``lv``, at least ``min_run`` old as of
+        the last sync, and not in ``preempted``: what the victims a non-starving task may take hold."""
+        out: dict[str, int] = {}
+        get = out.get
+        for level, d in self.lv_nodes.items():
+            if level > lv:
+                for n, g in d.items():
+                    out[n] = get(n, 0) + g
+        for tid in preempted:
+            c = self.counted.get(tid)
+            if c is not None and c[0] > lv:
+                for n, g in c[1]:
+                    left = out[n] - g
+                    if left:
+                        out[n] = left
+                    else:
+                        del out[n]
+        return out
 
     def worst_level(self) -> Level | None:
         """The worst level among preemptible running tasks (None: none)."""
