@@ -350,3 +350,40 @@ def test_a_batch_waiting_behind_a_sibling_that_ran_long_takes_its_run_time_class
     assert q.ctx[2] == f"g|1|{bucket(5000.0) // q.context_width}"
     q.prune({2: b})  # gone tasks are forgotten
     assert set(q.ctx) == {2} and set(q.batch_of) == {2}
+
+
+@settings(max_examples=100, deadline=None)
+@given(view=quota_scenes(), data=st.data())
+def test_gpus_per_level_kept_by_running_match_a_walk_over_the_victims(view, data):
+    """``Running.gpus_above`` (kept as runs come, go, change level and pass ``min_run``) answers what the walk
+    over every victim gives, for every level and any set of tasks preempted in the pass."""
+    from tacc_hub.scheduler.policies.tacc import _Pass
+
+    p = Tacc(min_run=data.draw(st.sampled_from([0.0, 600.0, 5000.0])))
+    for k in range(3):  # passes with time moving on: young runs come of age, tasks start and leave
+        out = p.schedule(view) if view.waiting else []
+        p._prepare(view)
+        ps = _Pass(p, view)
+        ranks = [r for _, r in p.running.rank.values()]
+        levels = {r[:3] for r in ranks} | {(1, 0, -5), (1, 2, 50)}
+        victims = sorted(tid for tid, (t, _) in p.running.rank.items() if t.preemptible)
+        ps.preempted = set(data.draw(st.lists(st.sampled_from(victims), max_size=3))) if victims else set()
+        ps.victims = p.running.victims(view, ps.preempted)
+        for lv in levels:
+            if lv[0] != 0:
+                assert p.running.gpus_above(lv, ps.preempted) == ps._walk_extra(task(999), lv, False)
+        started = {a.task_id: a.placement for a in out if isinstance(a, Start)}
+        gone = {a.task_id for a in out if isinstance(a, Preempt)}
+        running = {tid: t for tid, t in view.running.items() if tid not in gone}
+        running.update({tid: replace(view.waiting[tid], start=view.now, placement=pl) for tid, pl in started.items()})
+        waiting = {tid: t for tid, t in view.waiting.items() if tid not in started}
+        free = FreeMap(view.nodes)
+        for tid in gone:
+            pl = view.running[tid].placement
+            assert pl is not None
+            free.give(pl)
+            waiting[tid] = replace(view.running[tid], start=None, placement=None)
+        for pl in started.values():
+            free.take(pl)
+        ns = [NodeView(n.name, n.gpus, n.switch, tuple(free.free[n.name])) for n in view.nodes]
+        view = replace(view, now=view.now + 700.0 * (k + 1), waiting=waiting, running=running, nodes=ns)

@@ -508,6 +508,10 @@ class _Pass:
         """GPUs per node of the victims ``_could_pack`` counts (they depend on the victims, not on the map)."""
         if not reclaim and lv[0] != 0:  # by rank alone, young runs spared: kept per level by ``Running``
             return self.p.running.gpus_above(lv, self.preempted)
+        return self._walk_extra(t, lv, reclaim)
+
+    def _walk_extra(self, t: TaskView, lv: tuple[int, int, int], reclaim: bool) -> dict[str, int]:
+        """``_bound_extra`` by walking the victims (any case; ``Running.gpus_above`` answers the common one)."""
         assert self.victims is not None
         extra: dict[str, int] = {}
         get = extra.get
