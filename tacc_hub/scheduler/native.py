@@ -4,7 +4,7 @@ The policies, the placement map and the simulator are plain, fully typed Python.
 ``scripts/bootstrap.sh`` through ``scripts/build-native.sh --if-stale``) compiles
 ``MODULES`` in place with mypyc into C extensions, which Python then imports instead of the ``.py`` files;
 decisions are the same (``tests/unit/test_native.py`` replays both and compares every decision), the
-replays about 1.3x faster. It writes ``native.stamp`` beside this file: the digest of the sources it
+replays 1.4-1.6x faster. It writes ``native.stamp`` beside this file: the digest of the sources it
 compiled.
 
 ``install()`` runs when ``tacc_hub.scheduler`` is imported. When the compiled modules are stale (a source
