@@ -5,11 +5,14 @@ age bucket of another level (``tacc_model``), when the duration model is rebuilt
 share is recomputed (``Queue.epoch``). ``Running`` caches each rank with the
 time it stays valid, in a heap, and counts preemptible tasks per preemption
 level, so "could the best waiting task preempt anybody?" costs a few dict
-reads per pass instead of a walk over every running task.
+reads per pass instead of a walk over every running task; likewise the GPUs per
+node those tasks hold, per level, once they are ``min_run`` old (``gpus_above``:
+what the preemption bound of a pass needs).
 
 Invariants: after ``sync(view)`` every task of ``view.running`` has its current
-rank (as ``Queue.rank`` would give at ``view.now``) and the level counts match
-the preemptible ones; nothing here mutates the view. With ``view.changes``
+rank (as ``Queue.rank`` would give at ``view.now``) and the level counts and GPUs
+per level match the preemptible ones (property-tested against a walk); nothing here
+mutates the view. With ``view.changes``
 following the view synced last, only the tasks it names are looked at.
 """
 
