@@ -29,6 +29,7 @@ from traitlets.config import Application
 import tacc_hub
 from tacc_hub.compiler import SiteProfile
 from tacc_hub.executors import Executor, LocalExecutor, SlurmExecutor
+from tacc_hub.scheduler import native
 from tacc_hub.scheduler.policies import POLICIES, make
 from tacc_hub.snapshot import CodeStore
 from tacc_hub.store import Store
@@ -327,6 +328,7 @@ class TaccHub(Application):
         server.listen(self.port, self.ip)
         self.log.info("tacc_hub %s listening on http://%s:%s%s (state in %s)", self.version, self.ip, self.port,
                       self.base_url, self.state_dir)
+        self.log.info("scheduler: policy %s, %s", self.policy, native.status())
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):

@@ -128,3 +128,9 @@ def test_per_user_running_cap(service, tmp_path):
         api.call("POST", f"/api/tasks/{i}/cancel")
     for i in ids:
         api.wait_status(i, {"cancelled"}, timeout=30)
+
+
+def test_the_service_says_at_start_which_scheduler_runs_and_runs_it_compiled(service):
+    # bootstrap builds the compiled scheduler (tests/unit/test_native.py); the service's log says it uses it
+    log = (service.state_dir / "service.log").read_text()
+    assert "scheduler: policy tacc, compiled with mypyc" in log, log[-2000:]
