@@ -41,6 +41,8 @@ MODULES = (
     "tacc_hub.scheduler.frozen",
     "tacc_hub.scheduler.history",
     "tacc_hub.scheduler.policy",
+    "tacc_hub.scheduler.explain",
+    "tacc_hub.scheduler.queue",
     "tacc_hub.scheduler.topology",
     "tacc_hub.scheduler.policies.admission",
     "tacc_hub.scheduler.policies.fifo",

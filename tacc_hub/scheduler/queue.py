@@ -41,6 +41,7 @@ from dataclasses import dataclass, replace
 from .cluster import ClusterState, NodeSlots, Placement
 from .explain import explain as generic_explain
 from .explain import held_by, quota_block
+from .frozen import Frozen
 from .history import DurationHistory
 from .policy import Action, Explanation, Policy, Preempt, Quotas, Start, TaskView, View, Wake
 
@@ -48,7 +49,7 @@ log = logging.getLogger("tacc_hub.scheduler")
 
 
 @dataclass(frozen=True, slots=True)
-class Plan:
+class Plan(Frozen):
     starts: list[Start]
     preempts: list[Preempt]
     wake_at: float | None = None  # the policy asked to be called again at this time
