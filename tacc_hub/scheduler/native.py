@@ -1,6 +1,6 @@
 """The scheduler's hot modules compiled with mypyc when built, their Python source otherwise.
 
-The policies, the placement map and the simulator are plain, fully typed Python. ``build()`` (run by
+The policies, the placement map, the live queue and the simulator are plain, fully typed Python. ``build()`` (run by
 ``scripts/bootstrap.sh`` through ``scripts/build-native.sh --if-stale``) compiles
 ``MODULES`` in place with mypyc into C extensions, which Python then imports instead of the ``.py`` files;
 decisions are the same (``tests/unit/test_native.py`` replays both and compares every decision), the
