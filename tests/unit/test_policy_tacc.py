@@ -387,3 +387,23 @@ def test_gpus_per_level_kept_by_running_match_a_walk_over_the_victims(view, data
             free.take(pl)
         ns = [NodeView(n.name, n.gpus, n.switch, tuple(free.free[n.name])) for n in view.nodes]
         view = replace(view, now=view.now + 700.0 * (k + 1), waiting=waiting, running=running, nodes=ns)
+
+
+def test_a_batch_none_of_which_has_ended_sends_only_its_first_probes_ahead():
+    # one busy GPU; alice submits a batch of 5 alike tasks at 0-4 s, bob one task at 10 s
+    running = {99: task(99, group="h", owner="carol", submit=0.0, start=0.0, placement=held("n0", [0]))}
+    waiting = {i: task(i, group="g", owner="alice") for i in range(5)}
+    waiting[10] = task(10, group="g", owner="bob")
+    view = View(100.0, waiting, running, nodes(1, 1, free={"n0": ()}), None, None)
+
+    def order(p: Tacc, v: View) -> list[int]:
+        p._prepare(v)
+        return [t.id for _, t in p.queue.ranked(v)]
+
+    assert order(Tacc(probes=0), view) == [0, 1, 2, 3, 4, 10]  # FIFO: the whole batch first
+    p = Tacc()  # 3 probes: the batch's other tasks wait one level lower until one of it ends
+    assert order(p, view) == [0, 1, 2, 10, 3, 4]
+    # alice's first task ran and ended: her batch's length is known, the rest of it waits no longer
+    p.queue.completed(waiting[0], 50.0, 200.0)
+    rest = {tid: t for tid, t in waiting.items() if tid != 0}
+    assert order(p, replace(view, now=200.0, waiting=rest)) == [1, 2, 3, 4, 10]

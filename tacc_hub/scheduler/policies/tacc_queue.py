@@ -79,7 +79,7 @@ class Queue:
 
     def __init__(self, half_life: float, calc_period: float, fair_weight: float, starve_after: float,
                  level_ratio: float, size_exponent: float, age_step: float = 0.0, context_width: int = 0,
-                 batch_gap: float = 1800.0) -> None:
+                 batch_gap: float = 1800.0, probes: int = 0) -> None:
         self.half_life, self.calc_period, self.fair_weight = half_life, calc_period, fair_weight
         self.starve_after, self.size_exponent = starve_after, size_exponent
         self.age_step = age_step  # a waiting task rises one level per ``age_step`` seconds waited (0: never)
@@ -112,6 +112,11 @@ class Queue:
         # and GPU count submitted less than ``batch_gap`` apart) the run time of its last task seen to end and
         # its members not started yet; the policy's own histogram of completed run times per context, its model
         self.context_width, self.batch_gap = context_width, batch_gap
+        # probes (``probes`` > 0): while none of a batch has been seen to end, only its first ``probes`` tasks
+        # keep their level; the others wait one level lower (``base_level``), so a big batch of unknown length
+        # is measured by a few of its tasks before the rest of it goes ahead of other users' fresh work
+        self.probes = probes
+        self.pos: dict[int, int] = {}  # per task with a batch: its place in the batch (0: the first)
         self.ctx: dict[int, str] = {}
         self.batch_of: dict[int, int] = {}
         self.last_submit: dict[tuple[str, str, int], tuple[float, int]] = {}
@@ -129,6 +134,10 @@ class Queue:
             lv = min(lv, int(math.log(t.time_limit - done) // self._log_ratio))
         if self.size_exponent and t.gpus > 1:
             lv += round(self.size_exponent * math.log(t.gpus) / self._log_ratio)
+        if self.probes and t.start is None and done == 0 and self.pos.get(t.id, 0) >= self.probes:
+            b = self.batch_of.get(t.id)
+            if b is not None and b not in self.batch_end:
+                lv += 1  # not a probe of a batch none of which has ended yet
         return lv
 
     def curve(self, t: TaskView) -> Curve:
@@ -152,6 +161,7 @@ class Queue:
             self.last_submit[key] = (t.submit, b)
         self.batch_of[t.id] = b
         self.members.setdefault(b, []).append(t.id)
+        self.pos[t.id] = len(self.members[b]) - 1
         end = self.batch_end.get(b)
         return f"{t.group}|{t.gpus}|{'n' if end is None else end}"
 
@@ -177,7 +187,7 @@ class Queue:
             keep.append(tid)
             if self.ctx.get(tid) != new and tid in self.entry:
                 self.ctx[tid] = new
-                if self.ctx_model.version:
+                if self.ctx_model.version or self.probes:  # (a new curve, or no probe penalty any more)
                     self._insert(w, now)
         if keep:
             self.members[b] = keep
@@ -190,6 +200,8 @@ class Queue:
             del self.ctx[tid]
         for tid in [tid for tid in self.batch_of if tid not in live]:
             del self.batch_of[tid]
+        for tid in [tid for tid in self.pos if tid not in live]:
+            del self.pos[tid]
         alive = set(self.batch_of.values()) | {b for _, b in self.last_submit.values()}
         for d in (self.members, self.batch_end):
             for b in [b for b in d if b not in alive]:
