@@ -159,7 +159,9 @@ class Tacc:
         VC 6214e9 alone (was 24.53 / 8.96 / 224): 1 probe 23.80 / 5.36 / 183, 2: 21.58 / 5.64 / 192, **3: 21.14
         / 4.77 / 187**, 4: 21.65 / 5.42 / 199, 8: 22.91 / 7.08 / 210; two levels lower (2 probes): 22.07, three:
         23.04; with 3 probes, ``age_step`` 6 days 22.84, 10 days 21.07, ``batch_gap`` 10 min 21.64, 1 h 23.78.
-        The whole trace (64 x 8): 11.71 / 0.33 / 388 (was 11.84 / 0.32 / 400). 0: no probes.
+        The whole trace (64 x 8): 11.71 / 0.33 / 388 (was 11.84 / 0.32 / 400), but its makespan 159 days (was
+        115): one 8-GPU job of 53.6 days' run time (trace job 26) was preempted 66 times and ended on day 159;
+        without probes it ended before day 112. 0: no probes.
         ``slowdown``: the spread-placement estimator (``default_slowdown``).
         """
         self.slowdown = slowdown or default_slowdown
