@@ -50,6 +50,7 @@ position and estimate consistent with this order.
 from __future__ import annotations
 
 import bisect
+import heapq
 import math
 from collections.abc import Callable
 from typing import ClassVar
@@ -244,7 +245,13 @@ class _Pass:
                 self.held_g[t.group] = self.held_g.get(t.group, 0) + t.gpus
         self.reclaim = self.q is not None and any(lim.guaranteed_gpus > 0 for lim in (
             *self.q.groups.values(), self.q.default_group))
-        self.ends: list[tuple[float, int, TaskView]] | None = None
+        # the running tasks' ends (``running_end``), taken in order as far as a pass reads them: those made so far,
+        # the overdue ones still to take (a heap by id), where ``Running.ends`` goes on, the tasks left out
+        self.ends: list[tuple[float, int, TaskView]] = []
+        self.ends_over: list[tuple[int, TaskView]] | None = None
+        self.ends_base: list[tuple[float, int, TaskView]] = []
+        self.ends_next = 0
+        self.ends_skip: set[int] = set()
         self.waits: dict[tuple[int, int, bool, int], float] = {}  # packed_wait per shape and actions so far
         self.fits: dict[tuple[int, int, bool, bool], _Fit | None] = {}  # fit per shape, for map generation fits_gen
         self.fits_gen = -1
@@ -543,16 +550,35 @@ class _Pass:
 
     # -- spread or wait --------------------------------------------------------------------------
 
-    def running_ends(self) -> list[tuple[float, int, TaskView]]:
-        if self.ends is None:
-            # as sorted((max(now, end), id, view) for the running tasks not preempted), from Running's sorted ends
+    def running_end(self, i: int) -> tuple[float, int, TaskView] | None:
+        """The ``i``-th of ``sorted((max(now, end), id, view))`` over the running tasks not preempted when the pass
+        first asked (None past the last): made on demand from ``Running``'s sorted ends, without copying them (a
+        pass reads the first few)."""
+        ends = self.ends
+        if i < len(ends):
+            return ends[i]
+        over = self.ends_over
+        if over is None:
             now, base = self.now, self.p.running.ends()
             k = bisect.bisect_right(base, now, key=_first)
-            ends = sorted([(now, tid, t) for _, tid, t in base[:k]]) + base[k:] if k else base
-            if self.preempted:
-                ends = [e for e in ends if e[1] not in self.preempted]
-            self.ends = ends
-        return self.ends
+            over = self.ends_over = [(tid, t) for _, tid, t in base[:k]]  # overdue: they end "now", by id
+            heapq.heapify(over)
+            self.ends_base, self.ends_next = base, k
+            self.ends_skip = set(self.preempted)
+        skip, base = self.ends_skip, self.ends_base
+        while i >= len(ends):
+            if over:
+                tid, t = heapq.heappop(over)
+                if tid not in skip:
+                    ends.append((self.now, tid, t))
+            elif self.ends_next < len(base):
+                e = base[self.ends_next]
+                self.ends_next += 1
+                if e[1] not in skip:
+                    ends.append(e)
+            else:
+                return None
+        return ends[i]
 
     def spread_or_wait(self, t: TaskView, fit: _Fit) -> str | None:
         """The note of a spread start, or None when waiting for a packed placement is cheaper."""
@@ -588,9 +614,11 @@ class _Pass:
         sim = FreeCounts(self.free)  # the pass's map: the view's free slots with this pass's actions applied
         shape = (t.nodes, t.gpus_per_node, t.flexible)
         already = sim.packed(*shape)  # then packed after the first give too (more free GPUs never unpack)
-        for k, (end, _, v) in enumerate(self.running_ends()):
-            if k >= 32:
-                break  # bounds the work; past the 32 next ends the estimate is "long" anyway
+        for k in range(32):  # bounds the work; past the 32 next ends the estimate is "long" anyway
+            e = self.running_end(k)
+            if e is None:
+                break
+            end, _, v = e
             if v.placement is None or v.id in self.preempted:
                 continue
             sim.give(v.placement)
@@ -611,8 +639,10 @@ class _Pass:
                           for a in self.out if isinstance(a, Start)])
         # the running tasks' ends (sorted already) merged with the started ones' as ``heapq.merge`` would
         # (by (end, GPUs), a tie to the running one), in one loop without generators (a hot path)
-        i, n = 0, len(started)
-        for end, _, v in self.running_ends():
+        i, n, j = 0, len(started), 0
+        while (e := self.running_end(j)) is not None:
+            j += 1
+            end, _, v = e
             gpus = v.gpus
             while i < n and started[i] < (end, gpus):
                 avail += started[i][1]

@@ -472,7 +472,7 @@ class Queue:
         if not self.prioritized:  # every list is sorted by rank: one sorted list of them all, no merge
             flat = self.flat
             if flat is None:
-                flat = self.flat = sorted((self._flat_rank(e), e[3]) for lst in self.lists.values() for e in lst)
+                flat = self.flat = self._flat()
             yield from flat
             return
         gens = [self._walk(lst, self.shift.get(k, 0)) for k, lst in self.lists.items() if lst]
@@ -480,6 +480,17 @@ class Queue:
             yield from gens[0]
         else:
             yield from heapq.merge(*gens)  # ranks are unique (they end with the id): views are never compared
+
+    def _flat(self) -> list[tuple[Rank, TaskView]]:
+        """Every listed entry as (rank, view), sorted: ``_flat_rank`` of each, a list at a time (one shift per
+        list; each list is sorted already, so the sort merges runs)."""
+        out: list[tuple[Rank, TaskView]] = []
+        shift = self.shift
+        for k, lst in self.lists.items():
+            sh = shift.get(k, 0)
+            out.extend([((1, key[0], key[2] + sh, key[3], tid), t) for key, tid, _, t in lst])
+        out.sort()
+        return out
 
     @staticmethod
     def _walk(lst: list[tuple[Any, int, int, TaskView]], shift: int) -> Iterator[tuple[Rank, TaskView]]:

@@ -59,7 +59,9 @@ class Running:
         self.fresh = False  # the last sync met fresh views of unchanged runs
         self.serial: int | None = None  # ``View.changes.serial`` of the view last synced with
 
-    def _add(self, t: TaskView, queue: Queue, now: float) -> None:
+    def _add(self, t: TaskView, queue: Queue, now: float, bulk: bool = False) -> None:
+        """Rank and count one running task. ``bulk`` (a reset): append to the sorted lists and heaps, for
+        ``_order`` to sort and heapify once (same contents, same order: every entry is unique)."""
         self._victims = None
         r = queue.rank(t, now)
         self.rank[t.id] = (t, r)
@@ -70,11 +72,17 @@ class Running:
         if t.preemptible:
             lv = r[:3]
             self.levels[lv] = self.levels.get(lv, 0) + 1
-            bisect.insort(self._vic, (r, t))  # ranks are unique (they end with the id): views never compared
+            if bulk:
+                self._vic.append((r, t))
+            else:
+                bisect.insort(self._vic, (r, t))  # ranks are unique (they end with the id): views never compared
             if t.placement is not None:
                 if t.start is not None and now - t.start < self.min_run:
                     self.young_at[t.id] = t.start
-                    heapq.heappush(self.young, (t.start, t.id))
+                    if bulk:
+                        self.young.append((t.start, t.id))
+                    else:
+                        heapq.heappush(self.young, (t.start, t.id))
                 else:
                     self._count(t.id, lv, t.placement)
         if r[0] == 1 and t.start is not None and t.rate > 0:
@@ -84,9 +92,22 @@ class Running:
                 then = (1, r[1], queue.base_level(t, lower(nxt)) - queue.tier(t, now)
                         + queue.shift.get((t.group, t.owner), 0)) if t.preemptible else NO_LEVEL
                 at = max(at, now + 1.0)  # no float-edge spin
-                heapq.heappush(self.changes, (at, t.id, t.start, then))
-                if then != NO_LEVEL:
-                    heapq.heappush(self.by_level.setdefault(then, []), (at, t.id, t.start))
+                if bulk:
+                    self.changes.append((at, t.id, t.start, then))
+                    if then != NO_LEVEL:
+                        self.by_level.setdefault(then, []).append((at, t.id, t.start))
+                else:
+                    heapq.heappush(self.changes, (at, t.id, t.start, then))
+                    if then != NO_LEVEL:
+                        heapq.heappush(self.by_level.setdefault(then, []), (at, t.id, t.start))
+
+    def _order(self) -> None:
+        """After ``_add``s in bulk: sort the victims, heapify the heaps."""
+        self._vic.sort()
+        heapq.heapify(self.young)
+        heapq.heapify(self.changes)
+        for h in self.by_level.values():
+            heapq.heapify(h)
 
     def _drop(self, tid: int) -> None:
         self._victims = None
@@ -134,7 +155,8 @@ class Running:
             self.young.clear()
             self.young_at.clear()
             for t in running.values():
-                self._add(t, queue, now)
+                self._add(t, queue, now, bulk=True)
+            self._order()
             return
         rank = self.rank
         views = self.views

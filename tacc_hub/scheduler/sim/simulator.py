@@ -86,6 +86,12 @@ class _Job:
     overhead: float = 0.0  # of the current run
     preemptions: int = 0
 
+    def __init__(self, job: Job, view: TaskView, epoch: int = 0, first_start: float = -1.0, run_time: float = 0.0,
+                 overhead: float = 0.0, preemptions: int = 0) -> None:
+        # written out: native when compiled (see ``TaskView.__init__``)
+        self.job, self.view, self.epoch, self.first_start = job, view, epoch, first_start
+        self.run_time, self.overhead, self.preemptions = run_time, overhead, preemptions
+
 
 @dataclass
 class Result:
