@@ -67,6 +67,11 @@ class Fit(Frozen):
 Plan = tuple[list[tuple[str, int]], bool]  # (node, GPU count) pairs, spread
 
 
+def slot_counts(placement: Placement) -> tuple[tuple[str, int], ...]:
+    """A placement as (node, GPU count) pairs (what ``FreeCounts`` takes)."""
+    return tuple((sl.node, len(sl.gpus)) for sl in placement.nodes)
+
+
 @functools.lru_cache(maxsize=4096)  # bounded: a few thousand shared objects at most
 def _node_slots(node: str, gpus: tuple[int, ...]) -> NodeSlots:
     """One frozen ``NodeSlots`` per (node, GPUs), shared by every placement that uses it (never changed)."""
@@ -85,7 +90,7 @@ def switches_of(placement: Placement, switch: dict[str, str]) -> int:
 class FreeMap:
     """Free GPU slots per node, mutable for planning one pass (the input views are not touched)."""
 
-    __slots__ = ("_members", "free", "gen", "node_size", "switch", "total")
+    __slots__ = ("_counts", "_counts_gen", "_members", "free", "gen", "node_size", "switch", "total")
 
     def __init__(self, nodes: Iterable[NodeView]) -> None:
         self.free: dict[str, list[int]] = {}
@@ -96,6 +101,8 @@ class FreeMap:
         # and a caller that undoes its changes may set ``gen`` back to the value it had then
         self.gen = next(_GENERATIONS)
         self._members: dict[str, list[str]] | None = None  # node names per switch, built when first needed
+        self._counts: dict[str, int] | None = None  # ``counts()`` as of generation ``_counts_gen``
+        self._counts_gen = -1
         for n in nodes:
             self.free[n.name] = list(n.free)
             self.switch[n.name] = n.switch
@@ -109,7 +116,17 @@ class FreeMap:
         new.switch = self.switch  # read only
         new.node_size, new.total = self.node_size, self.total
         new._members = self._members  # derived from ``switch`` only
+        if self._counts is not None and self._counts_gen == self.gen:
+            new._counts, new._counts_gen = self._counts, new.gen  # the same free slots
         return new
+
+    def counts(self) -> dict[str, int]:
+        """Free GPUs per node; kept until the map changes (its generation): read it, never change it."""
+        c = self._counts
+        if c is None or self._counts_gen != self.gen:
+            c = self._counts = {n: len(f) for n, f in self.free.items()}
+            self._counts_gen = self.gen
+        return c
 
     def can_take(self, placement: Placement) -> bool:
         for slot in placement.nodes:
@@ -198,7 +215,7 @@ class FreeMap:
 
     def counts_with(self, extra: dict[str, int]) -> dict[str, int]:
         """Free GPUs per node if each node had ``extra[node]`` more (for ``could_fit``)."""
-        return {n: len(f) + extra.get(n, 0) for n, f in self.free.items()}
+        return {n: c + extra.get(n, 0) for n, c in self.counts().items()}
 
     def could_fit(self, counts: dict[str, int], nodes: int, gpus_per_node: int, flexible: bool,
                   packed: bool, one_switch: bool) -> bool:
@@ -367,7 +384,7 @@ class FreeCounts:
     __slots__ = ("count", "members", "node_size", "switch", "total")
 
     def __init__(self, m: FreeMap) -> None:
-        self.count = {n: len(f) for n, f in m.free.items()}
+        self.count = dict(m.counts())
         self.switch, self.node_size, self.total = m.switch, m.node_size, m.total
         members = m._members
         if members is None:
@@ -376,13 +393,14 @@ class FreeCounts:
                 members.setdefault(sw, []).append(name)
         self.members = members
 
-    def give(self, placement: Placement) -> None:
+    def give(self, slots: Sequence[tuple[str, int]]) -> None:
+        """Give back a placement, as (node, GPU count) pairs (``slot_counts``)."""
         count = self.count
-        for slot in placement.nodes:
-            k = count.get(slot.node)
-            if k is not None:
-                count[slot.node] = k + len(slot.gpus)
-                self.total += len(slot.gpus)
+        for node, k in slots:
+            have = count.get(node)
+            if have is not None:
+                count[node] = have + k
+                self.total += k
 
     def packed(self, nodes: int, gpus_per_node: int, flexible: bool = False) -> bool:
         """``FreeMap.packed`` on these counts."""
@@ -412,8 +430,9 @@ class FreeCounts:
                     return True
         return False
 
-    def packed_after_give(self, placement: Placement, nodes: int, gpus_per_node: int, flexible: bool) -> bool:
-        """``FreeMap.packed_after_give`` on these counts."""
+    def packed_after_give(self, slots: Sequence[tuple[str, int]], nodes: int, gpus_per_node: int,
+                          flexible: bool) -> bool:
+        """``FreeMap.packed_after_give`` on these counts (the placement as (node, GPU count) pairs)."""
         need = nodes * gpus_per_node
         if need > self.total:
             return False
@@ -421,11 +440,11 @@ class FreeCounts:
         if flexible:
             least = min_nodes(need, self.node_size)
             if least == 1:
-                return any(count.get(s.node, 0) >= need for s in placement.nodes)
+                return any(count.get(n, 0) >= need for n, _ in slots)
         elif nodes == 1:
-            return any(count.get(s.node, 0) >= gpus_per_node for s in placement.nodes)
+            return any(count.get(n, 0) >= gpus_per_node for n, _ in slots)
         members = self.members
-        for sw in {self.switch[s.node] for s in placement.nodes if s.node in count}:
+        for sw in {self.switch[n] for n, _ in slots if n in count}:
             if flexible:
                 ks = sorted((count[n] for n in members[sw]), reverse=True)
                 if sum(ks[:least]) >= need:

@@ -299,14 +299,15 @@ class _Pass:
         tested = 0
         failed: set[tuple[int, int, bool, bool]] = set()
         pfail = 1 << 30  # the fewest GPUs a flexible task failed to get by preemption in this pass
-        prev: tuple[tuple[int, int, int], int] | None = None  # the last task walked: (level, id)
+        prev_lv: tuple[int, int, int] | None = None  # the last task walked: its level and id
+        prev_id = -1
         left: tuple[int, int, int] | None = None  # the best level walked that did not start
         quotas, reclaim, max_bf = self.q is not None, self.reclaim, p.max_backfill_test
         for rank, t in p.queue.ranked(self.view):
             lv = rank[:3]
-            if left is None and prev is not None and not self._started(prev[1]):
-                left = prev[0]
-            prev = (lv, t.id)
+            if left is None and prev_lv is not None and not self._started(prev_id):
+                left = prev_lv
+            prev_lv, prev_id = lv, t.id
             can_preempt = worst is not None and worst > lv
             if free.total == 0 and (self.searches >= p.max_preempt_test or (
                     (not can_preempt or pfail <= 1) and not reclaim)):
@@ -383,8 +384,8 @@ class _Pass:
             self._hold(t, +1)
             failed.clear()
             self.out.append(Start(t.id, fit.placement, note or _packed_note(fit)))
-        if left is None and prev is not None and not self._started(prev[1]):
-            left = prev[0]  # (the walk stopped at it, or it was the last)
+        if left is None and prev_lv is not None and not self._started(prev_id):
+            left = prev_lv  # (the walk stopped at it, or it was the last)
         self._wake(left)
         return self.out
 
@@ -621,8 +622,9 @@ class _Pass:
             end, _, v = e
             if v.placement is None or v.id in self.preempted:
                 continue
-            sim.give(v.placement)
-            if already or sim.packed_after_give(v.placement, *shape):
+            slots = self.p.running.slots[v.id]
+            sim.give(slots)
+            if already or sim.packed_after_give(slots, *shape):
                 return max(0.0, end - self.now)
         return math.inf
 

@@ -80,12 +80,17 @@ def curve(weights: Sequence[float], ratio: float = 4.0) -> Curve:
 
 
 class Model:
-    """Curves per group, built once from a history snapshot."""
+    """Curves per group, from a history snapshot taken when built; each group's curve is computed when first
+    asked for (a pure function of the snapshot: the same curve as computed at once; most groups of a large
+    history are never asked for between two rebuilds)."""
 
-    __slots__ = ("_default", "curves", "version")
+    __slots__ = ("_default", "_ratio", "_weights", "curves", "version")
 
-    def __init__(self, curves: dict[str, Curve], default: Curve, version: int) -> None:
+    def __init__(self, curves: dict[str, Curve], default: Curve, version: int,
+                 weights: dict[str, list[float]] | None = None, ratio: float = 4.0) -> None:
         self.curves, self._default, self.version = curves, default, version
+        self._weights = weights if weights is not None else {}  # per group not computed yet: its bucket masses
+        self._ratio = ratio
 
     @classmethod
     def build(cls, history: DurationHistory | None, ratio: float = 4.0, prior: float = 20.0) -> Model:
@@ -96,14 +101,20 @@ class Model:
         n = sum(total)
         base = [t + f for t, f in zip(total, flat, strict=True)]
         default = curve(base, ratio)
-        curves = {}
+        weights = {}
         for g in history.groups():
             counts = history.counts(g)
-            curves[g] = curve([c + prior * t / n + f for c, t, f in zip(counts, total, flat, strict=True)], ratio)
-        return cls(curves, default, history.version)
+            weights[g] = [c + prior * t / n + f for c, t, f in zip(counts, total, flat, strict=True)]
+        return cls({}, default, history.version, weights, ratio)
 
     def of(self, group: str) -> Curve:
-        return self.curves.get(group, self._default)
+        c = self.curves.get(group)
+        if c is None:
+            w = self._weights.pop(group, None)
+            if w is None:
+                return self._default
+            c = self.curves[group] = curve(w, self._ratio)
+        return c
 
 
 def age_bucket(done: float) -> int:

@@ -24,9 +24,9 @@ import math
 from itertools import compress
 from operator import is_not
 
-from ..cluster import Placement
 from ..history import BUCKETS, lower
 from ..policy import TaskView, View
+from ..topology import slot_counts
 from .tacc_model import age_bucket
 from .tacc_queue import Queue, Rank
 
@@ -46,6 +46,7 @@ class Running:
         self.rank: dict[int, tuple[TaskView, Rank]] = {}
         self.end: dict[int, float] = {}  # expected end, as estimated when its rank was last computed
         self.views: dict[int, TaskView] = {}  # the last view object seen per running task
+        self.slots: dict[int, tuple[tuple[str, int], ...]] = {}  # per running task: its placement's (node, GPUs)
         self.levels: dict[Level, int] = {}  # preemptible running tasks per level
         # (when its rank may change, id, start of that run, its level then: NO_LEVEL if not preemptible)
         self.changes: list[tuple[float, int, float, Level]] = []
@@ -67,6 +68,8 @@ class Running:
         self.rank[t.id] = (t, r)
         self.views[t.id] = t
         end = self.end[t.id] = expected_end(t, queue, now)
+        if t.placement is not None:
+            self.slots[t.id] = slot_counts(t.placement)
         if self._ends is not None:  # kept sorted as tasks come and go (rebuilt only after a full reset)
             bisect.insort(self._ends, (end, t.id, t))
         if t.preemptible:
@@ -84,7 +87,7 @@ class Running:
                     else:
                         heapq.heappush(self.young, (t.start, t.id))
                 else:
-                    self._count(t.id, lv, t.placement)
+                    self._count(t.id, lv)
         if r[0] == 1 and t.start is not None and t.rate > 0:
             nxt = queue.curve(t).next_level[age_bucket(t.done_at(now))]
             at = t.start + (lower(nxt) - t.done) / t.rate if nxt < BUCKETS else math.inf
@@ -114,6 +117,7 @@ class Running:
         t, r = self.rank.pop(tid)
         end = self.end.pop(tid, None)
         view = self.views.pop(tid, None)
+        self.slots.pop(tid, None)
         ends = self._ends
         if ends is not None:
             i = bisect.bisect_left(ends, (end, tid)) if end is not None else len(ends)
@@ -146,6 +150,7 @@ class Running:
             self.rank.clear()
             self.end.clear()
             self.views.clear()
+            self.slots.clear()
             self.levels.clear()
             self.changes.clear()
             self.by_level.clear()
@@ -217,8 +222,8 @@ class Running:
                 heapq.heapify(h)
         self._mature(now)
 
-    def _count(self, tid: int, lv: Level, placement: Placement) -> None:
-        pairs = tuple((sl.node, len(sl.gpus)) for sl in placement.nodes)
+    def _count(self, tid: int, lv: Level) -> None:
+        pairs = self.slots[tid]
         d = self.lv_nodes.get(lv)
         if d is None:
             d = self.lv_nodes[lv] = {}
@@ -247,7 +252,7 @@ class Running:
                 del young_at[tid]
                 t, r = self.rank[tid]
                 assert t.placement is not None
-                self._count(tid, r[:3], t.placement)
+                self._count(tid, r[:3])
 
     def gpus_above(self, lv: Level, preempted: set[int]) -> dict[str, int]:
         """GPUs per node of the preemptible runs of a level worse than ``lv``, at least ``min_run`` old as of
