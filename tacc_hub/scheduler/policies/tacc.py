@@ -457,8 +457,9 @@ class _Pass:
         fit: _Fit | None = None
         lost: dict[str, int] = {}  # GPUs taken from each group in this search
         fresh_at = math.inf  # when the first victim passed over for its ``min_run`` may go
-        shape = (t.nodes, t.gpus_per_node, t.flexible)
-        already = free.packed(*shape)  # then packed after any give; else only the given switches can change that
+        nodes, per, flex = t.nodes, t.gpus_per_node, t.flexible  # (the shape, passed as is: native calls)
+        # packed now: then packed after any give; else only the switches a give touches can change that
+        already = free.packed(nodes, per, flex)
         for r, v in self.victims:
             if v.id in self.preempted or v.placement is None:
                 continue
@@ -480,7 +481,7 @@ class _Pass:
             free.give(v.placement)
             taken.append(v)
             lost[v.group] = lost.get(v.group, 0) + v.gpus
-            if already or free.packed_after_give(v.placement, *shape):  # as fit() not spread, without building it
+            if already or free.packed_after_give(v.placement, nodes, per, flex):  # as fit() not spread, unbuilt
                 fit = self.fit(t)
                 break
         if fit is None and taken and t.gpus <= free.total:
@@ -613,8 +614,8 @@ class _Pass:
 
     def _packed_wait(self, t: TaskView) -> float:
         sim = FreeCounts(self.free)  # the pass's map: the view's free slots with this pass's actions applied
-        shape = (t.nodes, t.gpus_per_node, t.flexible)
-        already = sim.packed(*shape)  # then packed after the first give too (more free GPUs never unpack)
+        nodes, per, flex = t.nodes, t.gpus_per_node, t.flexible
+        already = sim.packed(nodes, per, flex)  # then packed after the first give too (more free GPUs never unpack)
         for k in range(32):  # bounds the work; past the 32 next ends the estimate is "long" anyway
             e = self.running_end(k)
             if e is None:
@@ -624,7 +625,7 @@ class _Pass:
                 continue
             slots = self.p.running.slots[v.id]
             sim.give(slots)
-            if already or sim.packed_after_give(slots, *shape):
+            if already or sim.packed_after_give(slots, nodes, per, flex):
                 return max(0.0, end - self.now)
         return math.inf
 

@@ -48,28 +48,32 @@ class Curve(Frozen):
 def curve(weights: Sequence[float], ratio: float = 4.0) -> Curve:
     """Indices and remaining-time estimates for the distribution ``weights`` (mass per bucket)."""
     index, mean_left, median_left = [], [], []
+    w: list[float] = [float(x) for x in weights]  # (typed locals: native doubles when compiled; same arithmetic)
+    rep: list[float] = list(_REP)
+    edges: list[float] = list(EDGES)
     for a in range(BUCKETS):
         la = lower(a)
-        tail = sum(weights[a:])
+        tail = sum(w[a:])
         if tail <= 0:
             index.append(1e-9)
             mean_left.append(max(1.0, la))
             median_left.append(max(1.0, la))
             continue
         best, done_mass, done_work = 0.0, 0.0, 0.0
-        half, med = tail / 2.0, None
+        half, med, found = tail / 2.0, 0.0, False
         for b in range(a, BUCKETS):
-            w = weights[b]
-            done_mass += w
-            done_work += w * max(0.0, _REP[b] - la)
-            if med is None and done_mass >= half:
-                med = max(1.0, _REP[b] - la)
-            work = done_work + (tail - done_mass) * (EDGES[b] - la)
+            wb = w[b]
+            done_mass += wb
+            left = rep[b] - la
+            done_work += wb * (left if left > 0.0 else 0.0)  # (as max(0.0, left))
+            if not found and done_mass >= half:
+                med, found = (left if left > 1.0 else 1.0), True  # (as max(1.0, left))
+            work = done_work + (tail - done_mass) * (edges[b] - la)
             if work > 0 and done_mass / work > best:
                 best = done_mass / work
         index.append(max(best, 1e-9))
         mean_left.append(max(1.0, done_work / tail))
-        median_left.append(med if med is not None else max(1.0, la))
+        median_left.append(med if found else max(1.0, la))
     for a in range(1, BUCKETS):  # non-increasing: a task never climbs back above one it overtook (no ping-pong)
         index[a] = min(index[a], index[a - 1])
     level = [int(-math.log(x) // math.log(ratio)) for x in index]
