@@ -220,34 +220,56 @@ class FreeMap:
     def could_fit(self, counts: dict[str, int], nodes: int, gpus_per_node: int, flexible: bool,
                   packed: bool, one_switch: bool) -> bool:
         """Whether the shape could fit (``packed``: not spread; ``one_switch``: within one switch) if each
-        node had ``counts[node]`` free GPUs (``counts_with``): an upper bound, from counts only."""
+        node had ``counts[node]`` free GPUs (``counts_with``): an upper bound, from counts only.
+
+        (Plain loops, no generators: a hot path, compiled.)"""
         need = nodes * gpus_per_node
-        if sum(counts.values()) < need:
+        total, most = 0, 0
+        for c in counts.values():
+            total += c
+            if c > most:
+                most = c
+        if total < need:
             return False
         sw = self.switch
         if flexible:
             least = min_nodes(need, self.node_size)
             if packed and least == 1:
-                return max(counts.values(), default=0) >= need
+                return most >= need
             if not packed and not one_switch:
                 return True
             by: dict[str, list[int]] = {}
             for n, c in counts.items():
                 if c:
-                    by.setdefault(sw[n], []).append(c)
-            if packed:
-                return any(sum(sorted(ks, reverse=True)[:least]) >= need for ks in by.values())
-            return any(sum(ks) >= need for ks in by.values())
-        big = [n for n, c in counts.items() if c >= gpus_per_node]
-        if len(big) < nodes:
+                    ks = by.get(sw[n])
+                    if ks is None:
+                        by[sw[n]] = [c]
+                    else:
+                        ks.append(c)
+            for ks in by.values():
+                if packed:
+                    ks.sort(reverse=True)
+                    ks = ks[:least]
+                got = 0
+                for c in ks:
+                    got += c
+                if got >= need:
+                    return True
+            return False
+        big = 0
+        for c in counts.values():
+            if c >= gpus_per_node:
+                big += 1
+        if big < nodes:
             return False
         if nodes == 1 or not (packed or one_switch):
             return True
         per: dict[str, int] = {}
-        for n in big:
-            k = per[sw[n]] = per.get(sw[n], 0) + 1
-            if k >= nodes:
-                return True
+        for n, c in counts.items():
+            if c >= gpus_per_node:
+                k = per[sw[n]] = per.get(sw[n], 0) + 1
+                if k >= nodes:
+                    return True
         return False
 
     def fit(self, nodes: int, gpus_per_node: int, flexible: bool = False) -> Fit | None:

@@ -562,7 +562,7 @@ class _Pass:
         over = self.ends_over
         if over is None:
             now, base = self.now, self.p.running.ends()
-            k = bisect.bisect_right(base, now, key=_first)
+            k = bisect.bisect_right(base, (now, math.inf))  # (end, id, view) <= (now, inf): ended by now (ids < inf)
             over = self.ends_over = [(tid, t) for _, tid, t in base[:k]]  # overdue: they end "now", by id
             heapq.heapify(over)
             self.ends_base, self.ends_next = base, k
@@ -714,10 +714,6 @@ class _Fit:
         """How many switches the placement spans (``topology.switches_of``)."""
         sw = self.free.switch
         return len({sw.get(n, "") for n, _ in self.counts})
-
-
-def _first(e: tuple[float, int, TaskView]) -> float:
-    return e[0]
 
 
 def _packed_note(fit: _Fit) -> str:
