@@ -69,6 +69,8 @@ class TaskView(Frozen):
     priority: int = 0  # order among the owner's own tasks (higher first), from the spec's qos.priority
     spread_ok: bool = True  # may run across switches (over TCP): False when the task needs RDMA or one switch
     gpus: int = field(init=False)  # nodes x gpus_per_node
+    # (nodes, gpus_per_node, flexible, spread_ok): what placement depends on, made once (a policy's cache key)
+    shape: tuple[int, int, bool, bool] = field(init=False, repr=False, compare=False)
 
     def __init__(self, id: int, owner: str, group: str, submit: float, nodes: int, gpus_per_node: int,
                  predicted: float, duration: float | None = None, qos: str = "normal", preemptible: bool = True,
@@ -98,6 +100,7 @@ class TaskView(Frozen):
         object.__setattr__(self, "priority", priority)
         object.__setattr__(self, "spread_ok", spread_ok)
         object.__setattr__(self, "gpus", nodes * gpus_per_node)
+        object.__setattr__(self, "shape", (nodes, gpus_per_node, flexible, spread_ok))
 
     def attained_at(self, now: float) -> float:
         """GPU-seconds of service by ``now`` (the current run included)."""

@@ -6,6 +6,8 @@ copy of the free slots.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import hypothesis
 import pytest
 from hypothesis import strategies as st
@@ -40,9 +42,7 @@ def scenes(draw):
         fit = free.fit(n, g, flexible) if draw(st.booleans()) else None
         if fit is not None:
             free.take(fit.placement)
-            running[tid] = TaskView(**{**{f: getattr(task, f) for f in TaskView.__dataclass_fields__
-                                          if f != "gpus"}, "start": draw(st.floats(0, now)),
-                                       "placement": fit.placement})
+            running[tid] = replace(task, start=draw(st.floats(0, now)), placement=fit.placement)
         else:
             waiting[tid] = task
     nodes = [NodeView(nv.name, nv.gpus, nv.switch, tuple(free.free[nv.name])) for nv in nodes]
@@ -98,8 +98,6 @@ def test_policy_keeps_the_contract(name, view):
 
 
 def _hide(t: TaskView) -> TaskView:
-    from dataclasses import replace
-
     return replace(t, duration=None)
 
 

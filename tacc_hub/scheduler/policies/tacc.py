@@ -326,7 +326,7 @@ class _Pass:
                     bf_ok, bf_shadow = self.backfill_ok(t, shadow)
                     if not bf_ok and not can_preempt and not (reclaim and self.below_guarantee(t)):
                         continue
-            shape = (t.nodes, t.gpus_per_node, t.flexible, t.spread_ok)
+            shape = t.shape
             fit: _Fit | None = None
             # planned even when backfill forbids a start on free GPUs: a packed fit on free GPUs then needs no
             # preemption search (it would find no victim it needs)
@@ -409,7 +409,7 @@ class _Pass:
         if free.gen != self.fits_gen:
             self.fits.clear()
             self.fits_gen = free.gen
-        key = (t.nodes, t.gpus_per_node, t.flexible, t.spread_ok)
+        key = t.shape
         try:
             return self.fits[key]
         except KeyError:
@@ -436,8 +436,7 @@ class _Pass:
         # the search depends only on these and the map, with the GPUs held per group (both change only with an
         # action, which changes the map's generation); a failed search leaves the map as it was
         # A search that failed for a level fails for every worse one too (fewer victims rank below it).
-        memo = (t.nodes, t.gpus_per_node, t.flexible, t.spread_ok, allow_spread, reclaim,
-                t.group if self.reclaim else None)
+        memo = (t.shape, allow_spread, reclaim, t.group if self.reclaim else None)
         if self.nogo_gen != gen0:
             self.nogo.clear()
             self.bounds.clear()
