@@ -407,3 +407,29 @@ def test_a_batch_none_of_which_has_ended_sends_only_its_first_probes_ahead():
     p.queue.completed(waiting[0], 50.0, 200.0)
     rest = {tid: t for tid, t in waiting.items() if tid != 0}
     assert order(p, replace(view, now=200.0, waiting=rest)) == [1, 2, 3, 4, 10]
+
+
+@settings(max_examples=100, deadline=None)
+@given(view=quota_scenes(), data=st.data())
+def test_running_ends_on_demand_are_the_sorted_ends(view, data):
+    """``_Pass.running_end(i)`` is the i-th of sorted((max(now, end), id, view)) over the running tasks not
+    preempted when the pass first asked, however far and in whatever steps a pass reads it."""
+    from tacc_hub.scheduler.policies.tacc import _Pass
+
+    p = Tacc()
+    p._prepare(view)
+    # a pass later than the sync: some expected ends are past by then (overdue: they end "now", by id)
+    later = replace(view, now=view.now + data.draw(st.sampled_from([0.0, 1e3, 1e5, 1e7, 1e9])))
+    ps = _Pass(p, later)
+    ids = sorted(view.running)
+    ps.preempted = set(data.draw(st.lists(st.sampled_from(ids), unique=True))) if ids else set()
+    expect = sorted((max(later.now, end), tid, t) for end, tid, t in p.running.ends() if tid not in ps.preempted)
+    first = data.draw(st.integers(1, len(expect) + 1))
+    head = [ps.running_end(i) for i in range(first)]  # a first reading, part of the way (or past the end)
+    ps.preempted.update(ids)  # later preemptions do not change what the pass reads (as before: one snapshot)
+    got = []
+    while (e := ps.running_end(len(got))) is not None:
+        got.append(e)
+    assert [e[:2] for e in got] == [e[:2] for e in expect]
+    assert all(a is b for (_, _, a), (_, _, b) in zip(got, expect, strict=True))
+    assert head == (got + [None] * first)[:first]
