@@ -43,6 +43,11 @@ from .frozen import Frozen
 from .history import DurationHistory
 from .topology import NodeView
 
+# A task's placement shape, (nodes, gpus_per_node, flexible, spread_ok). Typed as a tuple of any length on
+# purpose: compiled (``native``), a fixed-length tuple type is kept as a C struct and a new tuple object is
+# built each time one is used as a dict or set key; this way the one tuple made per view is used as is.
+Shape = tuple[int, ...]
+
 
 @dataclass(frozen=True, slots=True)
 class TaskView(Frozen):
@@ -70,7 +75,7 @@ class TaskView(Frozen):
     spread_ok: bool = True  # may run across switches (over TCP): False when the task needs RDMA or one switch
     gpus: int = field(init=False)  # nodes x gpus_per_node
     # (nodes, gpus_per_node, flexible, spread_ok): what placement depends on, made once (a policy's cache key)
-    shape: tuple[int, int, bool, bool] = field(init=False, repr=False, compare=False)
+    shape: Shape = field(init=False, repr=False, compare=False)
 
     def __init__(self, id: int, owner: str, group: str, submit: float, nodes: int, gpus_per_node: int,
                  predicted: float, duration: float | None = None, qos: str = "normal", preemptible: bool = True,

@@ -56,9 +56,9 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from ..cluster import Placement
-from ..policy import Action, Explanation, Preempt, Quotas, Start, TaskView, View, Wake
+from ..policy import Action, Explanation, Preempt, Quotas, Shape, Start, TaskView, View, Wake
 from ..topology import FreeCounts, FreeMap, MapCache, Plan, min_nodes
-from .tacc_queue import Queue, Rank
+from .tacc_queue import Queue, Rank, level_gt
 from .tacc_running import Running
 
 Slowdown = Callable[[int, int, int, int], float]  # (gpus, nodes, min nodes, switches) -> run-time factor >= 1
@@ -253,7 +253,7 @@ class _Pass:
         self.ends_next = 0
         self.ends_skip: set[int] = set()
         self.waits: dict[tuple[int, int, bool, int], float] = {}  # packed_wait per shape and actions so far
-        self.fits: dict[tuple[int, int, bool, bool], _Fit | None] = {}  # fit per shape, for map generation fits_gen
+        self.fits: dict[Shape, _Fit | None] = {}  # fit per shape, for map generation fits_gen
         self.fits_gen = -1
         # preemption searches that failed (the best level each failed at), for map generation nogo_gen
         self.nogo: dict[tuple[object, ...], tuple[int, int, int]] = {}
@@ -292,23 +292,26 @@ class _Pass:
 
     def run(self) -> list[Action]:
         p, free, _now = self.p, self.free, self.now
+        # levels are compared as ints (``level_gt``): no tuple objects built per task walked
         worst = p.running.worst_level()
+        w0, w1, w2 = worst if worst is not None else (0, 0, 0)
         head: tuple[Rank, TaskView] | None = None
-        head_lv: tuple[int, int, int] = (0, 0, 0)
+        h0, h1, h2 = 0, 0, 0  # the head's level
         shadow: tuple[float, int] | None = None
         tested = 0
-        failed: set[tuple[int, int, bool, bool]] = set()
+        failed: set[Shape] = set()
         pfail = 1 << 30  # the fewest GPUs a flexible task failed to get by preemption in this pass
-        prev_lv: tuple[int, int, int] | None = None  # the last task walked: its level and id
-        prev_id = -1
+        walked = False  # a task was walked: the last one's level and id
+        p0, p1, p2, prev_id = 0, 0, 0, -1
         left: tuple[int, int, int] | None = None  # the best level walked that did not start
         quotas, reclaim, max_bf = self.q is not None, self.reclaim, p.max_backfill_test
         for rank, t in p.queue.ranked(self.view):
-            lv = rank[:3]
-            if left is None and prev_lv is not None and not self._started(prev_id):
-                left = prev_lv
-            prev_lv, prev_id = lv, t.id
-            can_preempt = worst is not None and worst > lv
+            r0, r1, r2 = rank[0], rank[1], rank[2]
+            lv = (r0, r1, r2)
+            if left is None and walked and not self._started(prev_id):
+                left = (p0, p1, p2)
+            walked, p0, p1, p2, prev_id = True, r0, r1, r2, t.id
+            can_preempt = worst is not None and level_gt(w0, w1, w2, r0, r1, r2)
             if free.total == 0 and (self.searches >= p.max_preempt_test or (
                     (not can_preempt or pfail <= 1) and not reclaim)):
                 break  # nothing free, and nobody below can (or may, in this pass) preempt: victims only shrink
@@ -322,7 +325,8 @@ class _Pass:
             if head is not None:  # checked before any placement work: most candidates fail it
                 if shadow is None:
                     shadow = bf_shadow = self.reserve(head[1])
-                if not (t.preemptible and lv > head_lv):  # (else it may backfill: the head can take it back)
+                # a preemptible task ranked below the head may backfill anyway: the head can take it back
+                if not (t.preemptible and level_gt(r0, r1, r2, h0, h1, h2)):
                     bf_ok, bf_shadow = self.backfill_ok(t, shadow)
                     if not bf_ok and not can_preempt and not (reclaim and self.below_guarantee(t)):
                         continue
@@ -369,7 +373,7 @@ class _Pass:
                 if tried:
                     failed.add(shape)
                 if head is None:
-                    head, head_lv = (rank, t), lv
+                    head, h0, h1, h2 = (rank, t), r0, r1, r2
                 continue
             if head is not None and not taken:  # (backfill allowed it: checked above)
                 shadow = bf_shadow
@@ -384,8 +388,8 @@ class _Pass:
             self._hold(t, +1)
             failed.clear()
             self.out.append(Start(t.id, fit.placement, note or _packed_note(fit)))
-        if left is None and prev_lv is not None and not self._started(prev_id):
-            left = prev_lv  # (the walk stopped at it, or it was the last)
+        if left is None and walked and not self._started(prev_id):
+            left = (p0, p1, p2)  # (the walk stopped at it, or it was the last)
         self._wake(left)
         return self.out
 
@@ -442,8 +446,9 @@ class _Pass:
             self.bounds.clear()
             self.nogo_gen = gen0
         failed_at = self.nogo.get(memo)
-        if failed_at is not None and lv >= failed_at:
-            return None
+        l0, l1, l2 = lv
+        if failed_at is not None and not level_gt(failed_at[0], failed_at[1], failed_at[2], l0, l1, l2):
+            return None  # (lv >= failed_at)
         if not self._could_pack(t, lv, reclaim, allow_spread):  # not even with every possible victim
             self.nogo[memo] = lv if failed_at is None else min(lv, failed_at)
             return None
@@ -463,7 +468,7 @@ class _Pass:
             if v.id in self.preempted or v.placement is None:
                 continue
             spare = self.spare(v, lost)
-            if not (r[:3] > lv or (reclaim and v.group != t.group and spare >= 0)):
+            if not (level_gt(r[0], r[1], r[2], l0, l1, l2) or (reclaim and v.group != t.group and spare >= 0)):
                 if not reclaim:
                     break  # worst first: nobody further down can be preempted by rank either
                 continue
@@ -535,9 +540,9 @@ class _Pass:
         extra: dict[str, int] = {}
         get = extra.get
         now, min_run, starving, preempted = self.now, self.p.min_run, lv[0] == 0, self.preempted
-        worse = (*lv, math.inf)  # r > worse: r[:3] > lv
+        l0, l1, l2 = lv
         for r, v in self.victims:
-            if not (r > worse or (reclaim and v.group != t.group)):
+            if not (level_gt(r[0], r[1], r[2], l0, l1, l2) or (reclaim and v.group != t.group)):
                 if not reclaim:
                     break
                 continue

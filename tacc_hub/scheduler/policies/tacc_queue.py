@@ -74,6 +74,16 @@ QOS_RANK = {"interactive": 0, "high": 0, "normal": 1, "low": 2}
 Rank = tuple[int, int, int, float, int]  # (starving, qos, level, submit, id)
 
 
+def level_gt(a0: int, a1: int, a2: int, b0: int, b1: int, b2: int) -> bool:
+    """``(a0, a1, a2) > (b0, b1, b2)``: whether level ``a`` is worse than ``b``. On ints, because compiled
+    (``native``) a comparison of two fixed-length tuples builds both as objects first (hot loops use this)."""
+    if a0 != b0:
+        return a0 > b0
+    if a1 != b1:
+        return a1 > b1
+    return a2 > b2
+
+
 class Queue:
     """Sorted waiting tasks, fair-share factors and starvation, for one policy instance."""
 

@@ -28,7 +28,7 @@ from ..history import BUCKETS, lower
 from ..policy import TaskView, View
 from ..topology import slot_counts
 from .tacc_model import age_bucket
-from .tacc_queue import Queue, Rank
+from .tacc_queue import Queue, Rank, level_gt
 
 Level = tuple[int, int, int]
 NO_LEVEL: Level = (-1, -1, -1)  # better than any: a change of a non-preemptible task never makes a victim
@@ -259,13 +259,14 @@ class Running:
         the last sync, and not in ``preempted``: what the victims a non-starving task may take hold."""
         out: dict[str, int] = {}
         get = out.get
+        l0, l1, l2 = lv
         for level, d in self.lv_nodes.items():
-            if level > lv:
+            if level_gt(level[0], level[1], level[2], l0, l1, l2):
                 for n, g in d.items():
                     out[n] = get(n, 0) + g
         for tid in preempted:
             c = self.counted.get(tid)
-            if c is not None and c[0] > lv:
+            if c is not None and level_gt(c[0][0], c[0][1], c[0][2], l0, l1, l2):
                 for n, g in c[1]:
                     left = out[n] - g
                     if left:
