@@ -16,40 +16,52 @@ from __future__ import annotations
 
 import bisect
 import itertools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from ..policy import Action, Preempt, Start, TaskView, View
+from ..policy import Action, Changes, Preempt, Start, TaskView, View
 from ..topology import FreeMap
 
 
 class WaitingOrder:
     """The waiting tasks sorted by a key that is constant while a task waits, kept across passes.
 
-    New arrivals are inserted (bisect); tasks that left the queue are forgotten at the
-    next ``sync`` and their entries skipped (an entry holds the exact ``TaskView`` it was
-    made from, so a task that comes back, with new service, gets a fresh entry). A
-    task cannot leave and come back between two passes: it is started in one and
-    preempted in a later one, where it is seen running.
+    New arrivals, and tasks whose view was replaced, are inserted (bisect); an entry holds
+    the exact ``TaskView`` it was made from, so entries of tasks that left the queue, or
+    whose view was replaced (a task that comes back with new service, a service that
+    re-reads a task), are skipped, and dropped when they are more than the live ones. A
+    view whose ``changes`` follow the last one synced is synced from them alone
+    (O(changes)); any other view is compared task by task.
     """
 
-    __slots__ = ("entries", "key", "known", "seq")
+    __slots__ = ("entries", "key", "seq", "serial", "view_of")
 
     def __init__(self, key: Callable[[TaskView], Any]) -> None:
         self.key = key
         self.entries: list[tuple[Any, int, int, TaskView]] = []  # (key, id, sequence number, view)
-        self.known: set[int] = set()
+        self.view_of: dict[int, TaskView] = {}  # per waiting task: the view its live entry holds
         self.seq = 0
+        self.serial: int | None = None  # ``View.changes.serial`` of the view last synced with
 
-    def sync(self, waiting: Mapping[int, TaskView]) -> None:
-        gone = self.known - waiting.keys()
-        if gone:
-            self.known -= gone
-        for tid in waiting.keys() - self.known:
-            t = waiting[tid]
-            self.known.add(tid)
-            self.seq += 1
-            bisect.insort(self.entries, (self.key(t), tid, self.seq, t))
+    def sync(self, waiting: Mapping[int, TaskView], changes: Changes | None = None) -> None:
+        ch, view_of = changes, self.view_of
+        told = ch is not None and ch.since == self.serial
+        self.serial = None if ch is None else ch.serial
+        if told:  # the caller says which tasks entered, left or were replaced
+            assert ch is not None
+            ids: Iterable[int] = ch.waiting
+        else:
+            for tid in [tid for tid in view_of if tid not in waiting]:
+                del view_of[tid]
+            ids = waiting.keys()
+        for tid in ids:
+            t = waiting.get(tid)
+            if t is None:
+                view_of.pop(tid, None)
+            elif view_of.get(tid) is not t:
+                view_of[tid] = t
+                self.seq += 1
+                bisect.insort(self.entries, (self.key(t), tid, self.seq, t))
         if len(self.entries) > 2 * len(waiting) + 100:
             self.entries = [e for e in self.entries if waiting.get(e[1]) is e[3]]
 
@@ -70,7 +82,7 @@ def admit(view: View, key: Callable[[TaskView], Any], order: WaitingOrder | None
     lv = level or (lambda k: k)
     waiting = view.waiting
     if order is not None:
-        order.sync(waiting)
+        order.sync(waiting, view.changes)
     if not waiting:
         return []
     ranked = order(waiting) if order is not None else iter(sorted(((key(t), t) for t in waiting.values()),
@@ -123,3 +135,4 @@ def admit(view: View, key: Callable[[TaskView], Any], order: WaitingOrder | None
         failed.clear()
         out.append(Start(task.id, fit.placement))
     return out
+
