@@ -128,22 +128,23 @@ def test_every_job_finishes_within_a_bounded_horizon(name, case):
         assert all(x.finish >= x.submit + x.duration - 1e-6 for x in r.records)
 
 
+@pytest.mark.parametrize("name", ["tacc", "slurm", "tiresias", "srpt-oracle"])  # those that sync from ``changes``
 @hypothesis.settings(max_examples=60, deadline=None)
 @hypothesis.given(case=traces())
-def test_tacc_told_the_changes_decides_as_when_it_compares_every_task(case):
+def test_told_the_changes_a_policy_decides_as_when_it_compares_every_task(name, case):
     from dataclasses import replace
 
-    class Untold:  # tacc, with each view's ``changes`` taken away (it then compares every task)
-        name, preemptive, oracle, quota_aware = "untold", True, False, True
-
+    class Untold:  # the policy, with each view's ``changes`` taken away (it then compares every task)
         def __init__(self):
-            self.p = make("tacc")
+            self.p = make(name)
+            self.name, self.preemptive, self.oracle = "untold", self.p.preemptive, self.p.oracle
+            self.quota_aware = getattr(self.p, "quota_aware", False)
 
         def schedule(self, view):
             return self.p.schedule(replace(view, changes=None))
 
     jobs, cluster = case
-    told = simulate(jobs, cluster, make("tacc"))
+    told = simulate(jobs, cluster, make(name))
     untold = simulate(jobs, cluster, Untold())
     key = lambda r: sorted((x.id, x.first_start, x.finish, x.preemptions) for x in r.records)  # noqa: E731
     assert key(told) == key(untold)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Iterable
 from typing import ClassVar
 
 from ..policy import Action, Start, TaskView, View
@@ -50,6 +51,7 @@ class SlurmMultifactor:
         self.last_calc: float | None = None
         self._order: list[tuple[float, float, int, int, float]] = []  # (-priority, submit, id, gpus, predicted)
         self._known: set[int] = set()  # ids in _order
+        self._serial: int | None = None  # ``View.changes.serial`` of the view last synced with
 
     def _recalc(self, view: View) -> None:
         now = view.now
@@ -88,6 +90,7 @@ class SlurmMultifactor:
             return []
         self._recalc(view)
         now = view.now
+        serial, self._serial = self._serial, (None if view.changes is None else view.changes.serial)
         cluster_gpus = sum(n.gpus for n in view.nodes)
         waiting = view.waiting
         order, known = self._order, self._known
@@ -103,7 +106,12 @@ class SlurmMultifactor:
             ]))
             known.update(waiting)
         else:
-            for tid in waiting.keys() - known:
+            ch = view.changes
+            if ch is not None and ch.since == serial:  # told what entered: look at just those
+                new: Iterable[int] = [tid for tid in ch.waiting if tid in waiting and tid not in known]
+            else:
+                new = waiting.keys() - known
+            for tid in new:
                 known.add(tid)
                 bisect.insort(order, self._entry(waiting[tid], now, size_w))
             if len(order) > 2 * len(waiting) + 100:
