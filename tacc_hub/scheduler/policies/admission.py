@@ -66,8 +66,10 @@ class WaitingOrder:
             self.entries = [e for e in self.entries if waiting.get(e[1]) is e[3]]
 
     def __call__(self, waiting: Mapping[int, TaskView]) -> Iterator[tuple[Any, TaskView]]:
+        """The waiting tasks, by key: ``waiting`` is what was synced last (``view_of`` holds its views now)."""
+        view_of = self.view_of  # (a dict: compiled, looked up natively, not through ``Mapping.get``)
         for k, tid, _, t in self.entries:
-            if waiting.get(tid) is t:
+            if view_of.get(tid) is t:
                 yield k, t
 
 
