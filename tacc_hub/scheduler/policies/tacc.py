@@ -400,7 +400,7 @@ class _Pass:
 
     def _outranks(self, lv: tuple[int, int, int], v: TaskView) -> bool:
         r = self.p.running.rank.get(v.id)
-        return r is not None and r[1][:3] > lv
+        return r is not None and level_gt(r[1][0], r[1][1], r[1][2], lv[0], lv[1], lv[2])
 
     def _hold(self, t: TaskView, sign: int) -> None:
         if self.q is not None:

@@ -73,7 +73,7 @@ class Running:
         if self._ends is not None:  # kept sorted as tasks come and go (rebuilt only after a full reset)
             bisect.insort(self._ends, (end, t.id, t))
         if t.preemptible:
-            lv = r[:3]
+            lv: Level = (r[0], r[1], r[2])  # (not r[:3]: compiled, a slice builds the whole rank first)
             self.levels[lv] = self.levels.get(lv, 0) + 1
             if bulk:
                 self._vic.append((r, t))
@@ -134,7 +134,7 @@ class Running:
             i = bisect.bisect_left(vic, (r,))
             if i < len(vic) and vic[i][0] == r:
                 del vic[i]
-            lv = r[:3]
+            lv = (r[0], r[1], r[2])
             n = self.levels[lv] - 1
             if n:
                 self.levels[lv] = n
@@ -252,7 +252,7 @@ class Running:
                 del young_at[tid]
                 t, r = self.rank[tid]
                 assert t.placement is not None
-                self._count(tid, r[:3])
+                self._count(tid, (r[0], r[1], r[2]))
 
     def gpus_above(self, lv: Level, preempted: set[int]) -> dict[str, int]:
         """GPUs per node of the preemptible runs of a level worse than ``lv``, at least ``min_run`` old as of
