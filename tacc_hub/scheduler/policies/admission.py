@@ -137,4 +137,3 @@ def admit(view: View, key: Callable[[TaskView], Any], order: WaitingOrder | None
         failed.clear()
         out.append(Start(task.id, fit.placement))
     return out
-
