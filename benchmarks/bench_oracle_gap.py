@@ -68,7 +68,6 @@ def batches(jobs: Sequence[Job]) -> dict[int, int]:
 class BatchTold:
     """Gittins order on the true distribution of each job's batch, told at submit or at the batch's first end."""
 
-    name: ClassVar[str] = "batch-told"
     preemptive: ClassVar[bool] = True
     oracle: ClassVar[bool] = False  # it never reads a job's own duration from a view: only its batch's, given here
 
@@ -143,6 +142,8 @@ def main() -> None:
     ap.add_argument("--ratios", default="4,2", help="level ratios for the told policies")
     args = ap.parse_args()
     ratios = [float(x) for x in args.ratios.split(",") if x]
+    if not ratios or min(ratios) <= 1:
+        ap.error("--ratios: level ratios above 1, comma-separated")
     specs: list[tuple[str, float, bool]] = [("srpt-oracle", 0.0, False), ("tacc", 0.0, False)]
     specs += [("batch", r, at_end) for at_end in (False, True) for r in ratios]
     t0 = time.perf_counter()
