@@ -15,7 +15,11 @@ and prints the ladder with each rung's ratio to the oracle:
 - ``batch-at-end``: the same distribution, but only once the first job of the batch has been
   seen to end; before that, the distribution of every job seen to end so far, and, as in
   ``tacc``'s ``probes``, only the batch's first 3 jobs keep their level;
-- ``tacc``: our policy, which learns a batch's run time from the ends it sees.
+- ``tacc``: our policy, which learns a batch's run time from the ends it sees;
+- ``tacc-told-at-end`` / ``tacc-told``: ``tacc`` itself (aging, fair share, backfill and all), its belief
+  of a task replaced by its batch's true distribution once the batch's first job has ended (or from
+  submit). These patch ``tacc_queue.Queue.curve``, which only the Python modules allow: they run in a
+  subprocess with ``TACC_HUB_PURE_PYTHON=1``.
 
 A non-oracle policy learns a batch's durations from its ends, one at a time; ``batch-at-end``
 is handed the whole distribution at the first. Where it needs levels finer than ``tacc``'s
@@ -23,14 +27,17 @@ is handed the whole distribution at the first. Where it needs levels finer than 
 no worse than Tiresias's, 260 h on (b)). These policies read the truth: they live here, never
 in ``tacc_hub.scheduler.policies``.
 
-Usage: python benchmarks/bench_oracle_gap.py [--workers N] [--ratios 4,2]
+Usage: python benchmarks/bench_oracle_gap.py [--workers N] [--ratios 4,2] [--tacc-args JSON]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -38,11 +45,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from tacc_hub.scheduler.history import BUCKETS, bucket
-from tacc_hub.scheduler.policies import make
+from tacc_hub.scheduler.policies import Tacc, make
 from tacc_hub.scheduler.policies.admission import admit
 from tacc_hub.scheduler.policies.tacc_model import Curve, curve
 from tacc_hub.scheduler.policy import Action, Start, TaskView, View
-from tacc_hub.scheduler.sim import ClusterSpec, Job, Result, derive, load_philly, simulate
+from tacc_hub.scheduler.sim import ClusterSpec, Job, Metrics, Result, derive, load_philly, simulate
 
 TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 CLUSTER = ClusterSpec(6, 8, 0)
@@ -128,32 +135,72 @@ class BatchTold:
         return out
 
 
-def _run(spec: tuple[str, float, bool]) -> tuple[str, Result]:
-    what, ratio, at_end = spec
+def tacc_told(at_end: bool, kwargs: dict[str, Any]) -> Result:
+    """``tacc`` whose belief of a task is its batch's true distribution (at the batch's first end, or at once)."""
+    from tacc_hub.scheduler.policies import tacc_queue
+
     jobs = load_philly(TRACES / "philly.csv", tenant=TENANT).jobs
-    policy: Any = make(what) if what != "batch" else BatchTold(jobs, ratio, at_end)
+    batch = batches(jobs)
+    masses: dict[int, list[float]] = {}
+    for j in jobs:
+        masses.setdefault(batch[j.id], [0.0] * BUCKETS)[bucket(j.duration)] += 1.0
+    policy = Tacc(**kwargs)
+    true = {b: curve(w, policy.queue.ratio) for b, w in masses.items()}
+    own = tacc_queue.Queue.curve
+
+    def told(q: Any, t: TaskView) -> Curve:
+        if not at_end or q.batch_end.get(q.batch_of.get(t.id, -1)) is not None:
+            return true[batch[t.id]]
+        return own(q, t)
+
+    if not str(tacc_queue.__file__).endswith(".py"):  # compiled code calls the method directly: a patch is ignored
+        raise SystemExit("--tacc-told: the scheduler is compiled; run it with TACC_HUB_PURE_PYTHON=1")
+    tacc_queue.Queue.curve = told  # type: ignore[method-assign]
+    return simulate(jobs, CLUSTER, policy, derive(TRACES / "placements"))
+
+
+def _run(spec: tuple[str, float, bool, str]) -> tuple[str, Metrics]:
+    what, ratio, at_end, tacc_args = spec
+    if what == "tacc-told":  # a fresh interpreter on the Python modules (see ``tacc_told``)
+        env = {**os.environ, "TACC_HUB_PURE_PYTHON": "1"}
+        out = subprocess.run([sys.executable, __file__, "--tacc-told", "end" if at_end else "submit",
+                              "--tacc-args", tacc_args], env=env, check=True, capture_output=True, text=True).stdout
+        return (f"tacc-told{'-at-end' if at_end else ''}", Metrics(**json.loads(out.splitlines()[-1])))
+    jobs = load_philly(TRACES / "philly.csv", tenant=TENANT).jobs
+    policy: Any = (BatchTold(jobs, ratio, at_end) if what == "batch"
+                   else Tacc(**json.loads(tacc_args)) if what == "tacc" else make(what))
     r = simulate(jobs, CLUSTER, policy, derive(TRACES / "placements"))
-    return (policy.name, r)
+    return (policy.name, r.metrics)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--ratios", default="4,2", help="level ratios for the told policies")
+    ap.add_argument("--tacc-args", default="{}", help='keyword arguments of Tacc, as JSON: \'{"age_step": 0}\'')
+    ap.add_argument("--tacc-told", choices=["end", "submit"], help=argparse.SUPPRESS)  # (``_run``'s subprocess)
     args = ap.parse_args()
+    try:  # a bad argument fails here, not in a worker
+        Tacc(**json.loads(args.tacc_args))
+    except (TypeError, ValueError) as e:
+        ap.error(f"--tacc-args: {e}")
+    if args.tacc_told:
+        print(json.dumps(tacc_told(args.tacc_told == "end", json.loads(args.tacc_args)).metrics.as_dict()))
+        return
     ratios = [float(x) for x in args.ratios.split(",") if x]
     if not ratios or min(ratios) <= 1:
         ap.error("--ratios: level ratios above 1, comma-separated")
-    specs: list[tuple[str, float, bool]] = [("srpt-oracle", 0.0, False), ("tacc", 0.0, False)]
+    specs = [("srpt-oracle", 0.0, False), ("tacc", 0.0, False), ("tacc-told", 0.0, True), ("tacc-told", 0.0, False)]
     specs += [("batch", r, at_end) for at_end in (False, True) for r in ratios]
+    work = [(what, r, at_end, args.tacc_args) for what, r, at_end in specs]
     t0 = time.perf_counter()
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        done = dict(pool.map(_run, specs))
-    oracle = done["srpt-oracle"].metrics.avg_jct
+        done = dict(pool.map(_run, work))
+    oracle = done["srpt-oracle"].avg_jct
     print(f"== (b) virtual cluster {TENANT} alone on {CLUSTER.nodes} x {CLUSTER.gpus_per_node} GPUs: what each is told")
     print(f"{'policy':<20}{'avg JCT h':>10}{'med JCT h':>10}{'p99 JCT h':>10}{'preempt':>9}{'x oracle':>10}")
-    for name in sorted(done, key=lambda n: (n != "srpt-oracle", n == "tacc", n)):
-        m = done[name].metrics
+    for name in sorted(done, key=lambda n: (n != "srpt-oracle", n.startswith("tacc"), n == "tacc", n)):
+        m = done[name]
         print(f"{name:<20}{m.avg_jct / 3600:>10.2f}{m.median_jct / 3600:>10.2f}{m.p99_jct / 3600:>10.0f}"
               f"{m.preemptions:>9,}{m.avg_jct / oracle:>10.2f}")
     print(f"target for tacc: x1.50 = {1.5 * oracle / 3600:.2f} h; total {time.perf_counter() - t0:.0f} s")

@@ -153,7 +153,8 @@ class Tacc:
         p99 219 h, when also ordered by index inside a level). A policy learns a sibling's run time only when
         it ends, so the 1.5x target (18.8 h) looks out of reach from what the trace tells a policy
         (``benchmarks/bench_oracle_gap.py``: told each batch's whole run-time distribution at its first end,
-        a Gittins order at level ratio 4 reaches x1.51; at ratio 2 x1.41, but p99 266 h). 0: no contexts.
+        this policy reaches x1.55, x1.48 without aging; a plain Gittins order x1.51 at level ratio 4, x1.41 at
+        ratio 2 but p99 266 h). 0: no contexts.
         ``probes`` 3 (tuned on VC 6214e9 alone, 6 x 8 GPUs, with the defaults above): while none of a batch
         has been seen to end, its first 3 tasks keep their level and the others wait one level lower. A big
         batch of unknown length is measured by a few of its tasks before the rest of it goes ahead of other
