@@ -4,10 +4,10 @@ Replay (b), virtual cluster 6214e9 alone on 6 x 8 GPUs, is where ``tacc`` misses
 average JCT within 1.5x of ``srpt-oracle``. Philly jobs come in batches of alike jobs (one
 tenant and GPU count, submitted less than 30 minutes apart: ``tacc``'s ``batch_gap``), and
 the trace tells a policy nothing else at submit time. This benchmark replays (b) with
-diagnostic policies that are *told* more than any real policy can know, each run by the
-same preemptive admission engine (``admission.admit``) as the baselines, ordered by the
-Gittins index of a task's attained service (per GPU, on levels ``ratio`` apart, as ``tacc``),
-and prints the ladder with each rung's ratio to the oracle:
+diagnostic policies that are *told* more than any real policy can know, and prints the ladder
+with each rung's ratio to the oracle. The ``batch-*`` ones run on the baselines' preemptive
+admission engine (``admission.admit``), ordered by the Gittins index of a task's attained
+service (per GPU, on levels ``ratio`` apart, as ``tacc``); the ``tacc-*`` ones are ``tacc``:
 
 - ``srpt-oracle``: every job's own duration (the reference);
 - ``batch-told``: the true distribution of durations of the job's *batch*, from its submission
