@@ -4,8 +4,9 @@ Invariants:
 - ``pack`` is deterministic: the same tree gives the same bytes (sorted
   entries, zero mtimes/uids, normalized modes, gzip without a timestamp), so
   the sha256 of the archive is the code's identity in the task digest.
-- ``unpack`` never writes outside its destination (tarfile's ``data`` filter:
-  no absolute paths, no ``..``, no links leaving the tree, no devices).
+- ``unpack`` never writes outside its destination (``safetar.safe_extractall``: tarfile's
+  ``data`` filter where it exists, the same checks on Python < 3.11.4: no absolute paths,
+  no ``..``, no links leaving the tree, no devices).
 - Symlinks inside the tree are kept only if they point inside it.
 """
 
@@ -17,6 +18,8 @@ import io
 import os
 import tarfile
 from pathlib import Path
+
+from tacc_hub.safetar import safe_extractall
 
 DEFAULT_EXCLUDES = frozenset({
     ".git", "__pycache__", ".ipynb_checkpoints", ".venv", "venv", ".mypy_cache", ".pytest_cache",
@@ -94,7 +97,7 @@ def unpack(archive: str | Path, dest: str | Path) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     try:
         with tarfile.open(archive, mode="r:gz") as tar:
-            tar.extractall(dest, filter="data")
+            safe_extractall(tar, dest)
     except (tarfile.TarError, OSError) as exc:
         raise SnapshotError(f"cannot unpack code snapshot: {exc}") from exc
 
