@@ -41,7 +41,6 @@ import sys
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 from typing import Any, ClassVar
 
 from tacc_hub.scheduler.history import BUCKETS, bucket
@@ -50,8 +49,8 @@ from tacc_hub.scheduler.policies.admission import admit
 from tacc_hub.scheduler.policies.tacc_model import Curve, curve
 from tacc_hub.scheduler.policy import Action, Start, TaskView, View
 from tacc_hub.scheduler.sim import ClusterSpec, Job, Metrics, Result, derive, load_philly, simulate
+from tacc_hub.scheduler.sim.bundled import PHILLY_TRACE, PLACEMENTS
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 CLUSTER = ClusterSpec(6, 8, 0)
 TENANT = "6214e9"
 BATCH_GAP = 1800.0  # tacc's default batch_gap
@@ -139,7 +138,7 @@ def tacc_told(at_end: bool, kwargs: dict[str, Any]) -> Result:
     """``tacc`` whose belief of a task is its batch's true distribution (at the batch's first end, or at once)."""
     from tacc_hub.scheduler.policies import tacc_queue
 
-    jobs = load_philly(TRACES / "philly.csv", tenant=TENANT).jobs
+    jobs = load_philly(PHILLY_TRACE, tenant=TENANT).jobs
     batch = batches(jobs)
     masses: dict[int, list[float]] = {}
     for j in jobs:
@@ -156,7 +155,7 @@ def tacc_told(at_end: bool, kwargs: dict[str, Any]) -> Result:
     if not str(tacc_queue.__file__).endswith(".py"):  # compiled code calls the method directly: a patch is ignored
         raise SystemExit("--tacc-told: the scheduler is compiled; run it with TACC_HUB_PURE_PYTHON=1")
     tacc_queue.Queue.curve = told  # type: ignore[method-assign]
-    return simulate(jobs, CLUSTER, policy, derive(TRACES / "placements"))
+    return simulate(jobs, CLUSTER, policy, derive(PLACEMENTS))
 
 
 def _run(spec: tuple[str, float, bool, str]) -> tuple[str, Metrics]:
@@ -166,10 +165,10 @@ def _run(spec: tuple[str, float, bool, str]) -> tuple[str, Metrics]:
         out = subprocess.run([sys.executable, __file__, "--tacc-told", "end" if at_end else "submit",
                               "--tacc-args", tacc_args], env=env, check=True, capture_output=True, text=True).stdout
         return (f"tacc-told{'-at-end' if at_end else ''}", Metrics(**json.loads(out.splitlines()[-1])))
-    jobs = load_philly(TRACES / "philly.csv", tenant=TENANT).jobs
+    jobs = load_philly(PHILLY_TRACE, tenant=TENANT).jobs
     policy: Any = (BatchTold(jobs, ratio, at_end) if what == "batch"
                    else Tacc(**json.loads(tacc_args)) if what == "tacc" else make(what))
-    r = simulate(jobs, CLUSTER, policy, derive(TRACES / "placements"))
+    r = simulate(jobs, CLUSTER, policy, derive(PLACEMENTS))
     return (policy.name, r.metrics)
 
 

@@ -20,14 +20,13 @@ import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
-from pathlib import Path
 
 from tacc_hub.scheduler import native
 from tacc_hub.scheduler.policies import POLICIES, make
 from tacc_hub.scheduler.sim import ClusterSpec, derive, load_philly, simulate
+from tacc_hub.scheduler.sim.bundled import PHILLY_TRACE, PLACEMENTS
 from tacc_hub.scheduler.sim.report import table
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 TARGET_JOBS_PER_S = 5000.0
 
 
@@ -102,14 +101,14 @@ def report(title, cluster, n_jobs, results):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--policies", default=",".join(POLICIES))
-    ap.add_argument("--trace", default=str(TRACES / "philly.csv"))
+    ap.add_argument("--trace", default=str(PHILLY_TRACE))
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="replays run in parallel")
     args = ap.parse_args()
     names = [n for n in args.policies.split(",") if n]
     t = time.perf_counter()
     trace = load_philly(args.trace)
     print(f"trace: {len(trace.jobs):,} jobs loaded in {time.perf_counter() - t:.2f} s; scheduler: {native.status()}")
-    slowdown = derive(TRACES / "placements")
+    slowdown = derive(PLACEMENTS)
     print("spread slowdown (GPUs, nodes) -> x: " + ", ".join(
         f"({g},{n}) {v:.2f}" for (g, n), v in sorted(slowdown.ratios.items()) if n > 1 and g in (2, 4, 8, 16)))
     t0 = time.perf_counter()

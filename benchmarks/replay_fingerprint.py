@@ -13,14 +13,12 @@ from __future__ import annotations
 import argparse
 import hashlib
 import time
-from pathlib import Path
 
 from tacc_hub.scheduler import native
 from tacc_hub.scheduler.policies import make
 from tacc_hub.scheduler.sim import ClusterSpec, derive, load_philly, simulate
+from tacc_hub.scheduler.sim.bundled import PHILLY_TRACE, PLACEMENTS
 from tacc_hub.scheduler.sim.report import table
-
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 
 
 def main() -> None:
@@ -28,11 +26,11 @@ def main() -> None:
     ap.add_argument("replay", choices=["a", "b"])
     ap.add_argument("--limit", type=int, help="only the first N jobs")
     ap.add_argument("--policy", default="tacc")
-    ap.add_argument("--trace", default=str(TRACES / "philly.csv"))
+    ap.add_argument("--trace", default=str(PHILLY_TRACE))
     args = ap.parse_args()
     tenant, cluster = (None, ClusterSpec(64, 8, 4)) if args.replay == "a" else ("6214e9", ClusterSpec(6, 8, 0))
     jobs = load_philly(args.trace, tenant=tenant, limit=args.limit).jobs
-    slowdown = derive(TRACES / "placements")
+    slowdown = derive(PLACEMENTS)
     cpu = time.process_time()
     r = simulate(jobs, cluster, make(args.policy), slowdown)
     cpu = time.process_time() - cpu

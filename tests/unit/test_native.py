@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from tacc_hub.scheduler import native
+from tacc_hub.scheduler.sim.bundled import PHILLY_TRACE, PLACEMENTS
 
 REPO = Path(__file__).resolve().parents[2]
-TRACE = REPO.parent / "shared" / "traces" / "philly.csv"
 
 # One replay per policy, printed as JSON: the module's file (compiled or not) and a hash of every decision.
 REPLAY = """
@@ -40,7 +40,7 @@ def _replay(pure: bool, limit: int = 1500) -> dict[str, object]:
     env = {k: v for k, v in os.environ.items() if k != "TACC_HUB_PURE_PYTHON"}
     if pure:
         env["TACC_HUB_PURE_PYTHON"] = "1"
-    out = subprocess.run([sys.executable, "-c", REPLAY, str(TRACE), str(TRACE.parent / "placements"), str(limit)],
+    out = subprocess.run([sys.executable, "-c", REPLAY, str(PHILLY_TRACE), str(PLACEMENTS), str(limit)],
                          env=env, cwd=REPO, capture_output=True, text=True, timeout=600, check=True)
     return json.loads(out.stdout)
 

@@ -1,15 +1,18 @@
-"""Trace loader, slowdown-table derivation, duration predictions, and the simulate CLI on small fixtures."""
+"""Trace loader, slowdown-table derivation, duration predictions, and the simulate CLI on small fixtures;
+and the trace data shipped in the package (read gzipped, from inside the package: a clone needs nothing else)."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+import tacc_hub
 from tacc_hub.cli.admin import cli
-from tacc_hub.scheduler.sim import Predictor, derive, load_philly, percentile
+from tacc_hub.scheduler.sim import PHILLY_TRACE, PLACEMENTS, Predictor, derive, load_philly, percentile
 
 TRACE = """timestamp,duration,num_gpus,gpu_time,cluster
 2017-10-09 07:01:55,66.0,1,66.0,11cb48
@@ -62,13 +65,40 @@ def test_slowdown_table_from_two_models(tmp_path):
     assert table.factor(64, 16, 8) >= 1.0  # clamped to what was measured
 
 
-def test_slowdown_table_from_the_shared_data():
-    d = Path(__file__).resolve().parents[3] / "shared" / "traces" / "placements"
-    assert d.is_dir(), f"the shared traces are missing: {d} (they sit beside the checkout, in ../shared)"
-    table = derive(d)
+def test_loader_reads_a_gzipped_trace_whatever_its_name(trace_file, tmp_path):
+    want = load_philly(trace_file)
+    for name in ("philly.csv.gz", "philly.csv"):  # gzip is known by its first bytes, not its name
+        p = tmp_path / "gz" / name
+        p.parent.mkdir(exist_ok=True)
+        p.write_bytes(gzip.compress(trace_file.read_bytes()))
+        assert load_philly(p) == want
+
+
+def test_the_shipped_data_lies_inside_the_package():
+    package = Path(tacc_hub.__file__).resolve().parent
+    assert PHILLY_TRACE.is_relative_to(package) and PLACEMENTS.is_relative_to(package)
+    assert PHILLY_TRACE.name == "philly.csv.gz" and PHILLY_TRACE.read_bytes()[:2] == b"\x1f\x8b"
+    assert sorted(p.name for p in PLACEMENTS.iterdir()) == [
+        f"{m}.csv.gz" for m in ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")]
+    assert (PHILLY_TRACE.parent / "README.md").is_file()  # source and licence
+
+
+def test_the_shipped_trace_is_the_whole_philly_trace():
+    t = load_philly(PHILLY_TRACE)  # the facts its README gives
+    assert len(t.jobs) == 82_247 and t.skipped == 1  # 82,248 rows, one malformed
+    assert len({j.tenant for j in t.jobs}) == 15
+    assert sum(j.tenant == "6214e9" for j in t.jobs) == 41_226
+    assert round(sum(j.gpus == 1 for j in t.jobs) / len(t.jobs), 2) == 0.93
+
+
+def test_slowdown_table_from_the_shipped_data(tmp_path):
+    table = derive(PLACEMENTS)
     assert set(table.ratios) >= {(2, 2), (4, 2), (4, 4), (8, 2), (16, 4)}
     assert all(v >= 1.0 for v in table.ratios.values())
     assert 1.0 < table.factor(4, 2, 1) < 3.7
+    for p in PLACEMENTS.iterdir():  # the same table from the plain CSVs
+        (tmp_path / p.name.removesuffix(".gz")).write_bytes(gzip.decompress(p.read_bytes()))
+    assert derive(tmp_path).ratios == table.ratios
 
 
 def test_predictor_blends_a_running_median_with_the_default():
@@ -105,3 +135,11 @@ def test_simulate_cli_table_and_bad_policy(trace_file):
     assert "avg JCT" in r.stdout and "slurm" in r.stdout
     r = CliRunner().invoke(cli, ["simulate", "--trace", str(trace_file), "--nodes", "1", "--policy", "nope"])
     assert r.exit_code != 0 and "unknown nope" in r.output
+
+
+def test_simulate_cli_replays_the_shipped_trace_by_default():
+    r = CliRunner().invoke(cli, ["simulate", "--nodes", "2", "--tenant", "6214e9", "--limit", "300", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    assert out["policy"] == "fifo" and out["jobs"] + out["unschedulable"] == 300
+    assert "no placement data" not in r.output

@@ -67,7 +67,7 @@ Slowdown = Callable[[int, int, int, int], float]  # (gpus, nodes, min nodes, swi
 def default_slowdown(gpus: int, nodes: int, least: int, switches: int) -> float:
     """A spread placement's slowdown when nothing measured is given.
 
-    From the measured placements (``../shared/traces/placements``): spanning one
+    From the measured placements (``tacc_hub/scheduler/sim/data/placements``): spanning one
     more node than needed costs 1.3x-2.4x (median about 1.7x); more nodes cost a
     little more. Crossing switches (TCP instead of one switch's fabric) is
     charged 1.25x more per extra switch (no measurement: a conservative guess).

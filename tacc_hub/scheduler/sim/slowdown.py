@@ -1,14 +1,15 @@
 """Slowdown of a spread placement, from measured step times (the Pollux placements data).
 
-Each ``placements/*.csv`` (one model) gives ``step_time`` per ``placement``
-(GPUs per node, one digit per node: ``22`` = 2 nodes x 2 GPUs) and
-``local_bsz``. For GPUs ``g`` spanning ``n`` nodes the ratio is
-``step_time(placement) / step_time(packed)`` at the same local batch size,
-averaged over batch sizes and over the placements of that (g, n), then over
-the models. ``packed`` is the one-node placement of ``g`` GPUs; the measuring
-nodes had 4 GPUs, so for g > 4 the packed reference is the 4-GPU one-node step
-time (weak scaling at a fixed local batch: one-node step time grows only
-1.0-1.6x from 1 to 4 GPUs in the data, so this slightly overstates slowdowns).
+Each ``placements/*.csv`` or ``*.csv.gz`` (one model; ``bundled.PLACEMENTS``
+ships them) gives ``step_time`` per ``placement`` (GPUs per node, one digit per
+node: ``22`` = 2 nodes x 2 GPUs) and ``local_bsz``. For GPUs ``g`` spanning
+``n`` nodes the ratio is ``step_time(placement) / step_time(packed)`` at the
+same local batch size, averaged over batch sizes and over the placements of
+that (g, n), then over the models. ``packed`` is the one-node placement of
+``g`` GPUs; the measuring nodes had 4 GPUs, so for g > 4 the packed reference
+is the 4-GPU one-node step time (weak scaling at a fixed local batch: one-node
+step time grows only 1.0-1.6x from 1 to 4 GPUs in the data, so this slightly
+overstates slowdowns).
 
 ``SlowdownTable.factor(gpus, nodes, min_nodes, switches)`` is how much longer a
 job runs on ``nodes`` nodes than on its ``min_nodes`` (>= 1.0): the ratio of the
@@ -26,6 +27,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from statistics import fmean
+
+from .bundled import is_csv, open_text
 
 
 @dataclass
@@ -65,14 +68,14 @@ class SlowdownTable:
 
 
 def derive(directory: str | Path, cross_switch: float = 1.0) -> SlowdownTable:
-    """The table from every ``*.csv`` in ``directory`` (one file per model)."""
+    """The table from every ``*.csv`` or ``*.csv.gz`` in ``directory`` (one file per model)."""
     per_model: dict[tuple[int, int], list[float]] = defaultdict(list)
-    files = sorted(Path(directory).glob("*.csv"))
+    files = sorted(p for p in Path(directory).iterdir() if is_csv(p))
     if not files:
         raise ValueError(f"{directory}: no placement files")
     for path in files:
         step: dict[tuple[str, str], float] = {}
-        with open(path, newline="") as fh:
+        with open_text(path) as fh:
             for row in csv.DictReader(fh):
                 step[(row["placement"].strip(), row["local_bsz"].strip())] = float(row["step_time"])
         ratios: dict[tuple[int, int], list[float]] = defaultdict(list)

@@ -1,5 +1,8 @@
 """Philly trace loader: CSV rows (timestamp, duration, num_gpus, gpu_time, cluster) to ``Job``s.
 
+The CSV may be gzipped (``bundled.open_text``); ``bundled.PHILLY_TRACE`` is the whole trace, shipped
+in the package.
+
 Invariants: jobs come out sorted by submit time (ties by row order) with ids
 0..n-1 in that order; ``submit`` is seconds since the first submission;
 ``tenant`` is the virtual cluster. Rows with an empty field are skipped and
@@ -13,6 +16,8 @@ import csv
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+
+from .bundled import open_text
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +40,7 @@ def load_philly(path: str | Path, tenant: str | None = None, limit: int | None =
     """Jobs of the trace (of one ``tenant`` only, if given; the first ``limit`` by submit time, if given)."""
     rows: list[tuple[datetime, int, float, int, str]] = []
     skipped = 0
-    with open(path, newline="") as fh:
+    with open_text(path) as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
         if header is None:
