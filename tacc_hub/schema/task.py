@@ -24,6 +24,7 @@ from .fields import (
     RuntimeName,
     SafeText,
     Sha256,
+    _rel_path,
 )
 
 SCHEMA_VERSION = 1
@@ -217,6 +218,52 @@ class Runtime(Model):
         return dict(sorted(v.items()))  # canonical order, as for environment.variables
 
 
+# --- notifications, logs kept for the owner -----------------------------------------------
+
+# local@domain, at most 254 characters; no spaces, quotes, commas, angle brackets or control
+# characters, so an address can never carry a second recipient or a header into a mail.
+_EMAIL_RE = re.compile(r"[A-Za-z0-9.!#$%&'*+/=?^_`{|}~-]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)+")
+
+
+def _email(value: str) -> str:
+    if len(value) > 254 or not _EMAIL_RE.fullmatch(value):
+        raise ValueError(f"{value[:80]!r} is not an e-mail address (name@example.org)")
+    return value
+
+
+NotifyEvent = Literal["start", "end", "fail", "preempt", "time_limit"]
+NOTIFY_EVENTS: tuple[str, ...] = ("start", "end", "fail", "preempt", "time_limit")
+
+
+class Notify(Model):
+    """Whom to tell, and when, about the task (sbatch --mail-user / --mail-type)."""
+
+    email: Annotated[str, AfterValidator(_email)] | None = Field(
+        None, description="Address to notify; none: the owner's own address as the site knows it.",
+    )
+    events: list[NotifyEvent] = Field(
+        default_factory=list, max_length=len(NOTIFY_EVENTS),
+        description="When: start, end (any outcome), fail, preempt (stopped to make room, or requeued), "
+                    "time_limit (nearing its time limit).",
+    )
+
+    @field_validator("events")
+    @classmethod
+    def _canonical_events(cls, v: list[str]) -> list[str]:
+        return sorted(set(v), key=NOTIFY_EVENTS.index)  # one order, so the digest ignores how it was written
+
+
+def _in_userdir(value: str) -> str:
+    try:
+        return _rel_path(value)
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("the task's working directory", "your persistent directory")) from None
+
+
+UserDirPath = Annotated[str, AfterValidator(_in_userdir)]
+
+
 # --- the task ----------------------------------------------------------------------
 
 
@@ -235,6 +282,23 @@ class TaskSpec(Model):
     datasets: list[Name] = Field(default_factory=list, max_length=64)
     outputs: list[RelPath] = Field(default_factory=list, max_length=256)
     log_file: RelPath | None = Field(None, description="Also keep the task's output at this path in the workdir.")
+    # The fields below came later; each is left out of the dump (and so of the digest) while unset,
+    # so specs written before them keep their digests.
+    user_log_file: UserDirPath | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="Also write the task's output, as it runs, to this path in the owner's persistent "
+                    "directory (TACC_USERDIR), e.g. logs/run.log; it must stay inside that directory "
+                    "(no '..', no symbolic link out of it).",
+    )
+    notify: Notify | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="Notifications about this task (e-mail address and events); sent by the service.",
+    )
+    account: Name | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="The group the task is accounted to (sbatch --account); must be the owner's own group, "
+                    "checked at submit.",
+    )
 
     @field_validator("datasets", "outputs")
     @classmethod

@@ -1,205 +1,136 @@
-"""Importing SING/TACC's ``tuxiv.conf`` into a TaskSpec.
+"""Importing SING/TACC's ``tuxiv.conf`` into a TaskSpec, with TACC's meaning.
 
-A tuxiv.conf has four parts: ``entrypoint`` (shell lines), ``environment``
-(a conda spec: name, channels, dependencies), ``job`` (name; ``general``: sbatch
-long options; ``module``; ``env``; ``log``) and ``datasets``. Paths may use
-``${TACC_WORKDIR}`` (the task's working directory) and ``${TACC_USERDIR}``;
-both are set for the task at run time, so shell lines keep them verbatim.
+What TACC's ``tcloud`` does with the file (turingaicloud/tcloud-sdk,
+``cli/tcloudcli/tuxivconfig.go``; examples and docs in turingaicloud/quickstart,
+``tuxiv.conf.md`` and ``example/*/tuxiv.conf``), and what we do:
 
-Known sbatch options map into the schema (see ``SBATCH_OPTIONS``); an unknown
-one, or one that would change identity, paths or the scheduler's decisions
-behind our back (``UNSAFE_SBATCH``), is refused with a message naming it.
+- ``entrypoint``: ``RunshFile`` writes each item followed by `` \\`` into
+  ``run.sh``, so the list is ONE command continued over lines (TACC's TensorFlow
+  example splits ``python mnist.py`` and its ``--batch_size=1`` ... over items).
+  We join the items with spaces into one shell line, which bash reads the same.
+  The two cases where bash would not (an item ending in a ``# comment``, which
+  ends the command there; a ``'...'`` string running on into the next item) are
+  refused with the item named. Non-string items (``- 3``) are taken as written.
+- ``environment``: name, channels, dependencies (a conda spec), and
+  ``cachedenvname``: set, tcloud caches the env under ``environment.name``
+  (else under an md5 of the dependencies) and reuses it. Here every conda env is
+  cached by its content and reused by any task with the same spec, so it is
+  accepted; it names the env when ``name`` is absent.
+- ``job``: ``name``; ``general``: sbatch long options, written as
+  ``#SBATCH --OPTION`` (mapped in ``sbatch``); ``module``; ``env``; ``log``.
+- ``${TACC_WORKDIR}`` (the task's working directory), ``${TACC_USERDIR}`` (the
+  owner's persistent directory) and ``${TACC_SLURM_USERLOG}``
+  (``${TACC_USERDIR}/slurm_log``) are set at run time; in log paths
+  (``job.log``, ``output=``, ``error=``) they choose ``log_file`` (in the
+  workdir) or ``user_log_file`` (in the persistent directory).
 
 tacc_hub extensions, accepted beside the four parts: ``runtime``, ``outputs``,
 ``qos``, ``network``, ``code``.
 
-Invariant: pure; every error names the field (``job.general[2]`` etc.).
+Invariant: pure. Every error names the field (``job.general[2]``) and, when the
+text came from a file, its line (``tuxiv.conf line 7: ...`` in the message).
+``read_tuxiv`` gives the raw, unvalidated spec mapping (for command-line
+overrides applied before validation) and validates it afterwards.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from .errors import SpecError
-from .fields import parse_duration_s, parse_memory_mib
-from .tacc_yaml import spec_from_data
+from .sbatch import SBATCH_OPTIONS, UNSAFE_SBATCH, log_target, parse_sbatch, parse_sbatch_located
+from .tacc_yaml import normalize_document
 from .task import TaskSpec
-from .yamlsafe import load_yaml
+from .yamlsafe import Located, YamlPath, load_yaml_located
 
 TOP_KEYS = {"entrypoint", "environment", "job", "datasets", "runtime", "outputs", "qos", "network", "code"}
 JOB_KEYS = {"name", "general", "module", "env", "log"}
+ENV_KEYS = {"name", "cachedenvname", "channels", "dependencies"}
+__all__ = ["SBATCH_OPTIONS", "UNSAFE_SBATCH", "TuxivFile", "entrypoint_command", "load_tuxiv", "parse_sbatch",
+           "read_tuxiv", "spec_from_tuxiv", "tuxiv_to_mapping"]
 
-UNSAFE_SBATCH = {
-    "uid": "runs the job as another user",
-    "gid": "runs the job as another group",
-    "chdir": "the working directory is set by tacc_hub",
-    "wrap": "the command comes from entrypoint",
-    "export": "environment variables come from job.env",
-    "export-file": "environment variables come from job.env",
-    "get-user-env": "environment variables come from job.env",
-    "nodelist": "placement is decided by the tacc_hub scheduler",
-    "exclude": "placement is decided by the tacc_hub scheduler",
-    "dependency": "not supported yet",
-    "array": "submit one task per configuration instead",
-    "input": "tasks do not read standard input",
-    "container": "not supported",
-    "account": "accounting is decided by your tacc_hub group",
-    "reservation": "placement is decided by the tacc_hub scheduler",
-    "begin": "not supported",
-    "prolog": "not allowed",
-    "epilog": "not allowed",
-    "propagate": "not allowed",
-}
-
-# Matched with fullmatch: "$" would also accept a trailing newline.
-_INT_RE = re.compile(r"\d{1,7}")
-_GRES_RE = re.compile(r"gpu(?::([A-Za-z0-9][A-Za-z0-9._-]{0,63}))?:(\d{1,3})")
-_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-_WORKDIR_PREFIXES = ("${TACC_WORKDIR}/", "$TACC_WORKDIR/")
+# --- entrypoint: one command, as TACC's run.sh has it ----------------------------------------
 
 
-def _int(opt: str, value: str) -> int:
-    if not _INT_RE.fullmatch(value):
-        raise ValueError(f"{opt}={value[:80]!r}: expected a whole number")
-    return int(value)
+def _item_text(value: Any, raw: str | None, field: str) -> str:
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""  # Go's yaml reads null into a string as ""
+    if isinstance(value, bool | int | float):
+        if raw is not None:
+            return raw  # as written: "010", "1e-3", "yes"
+        return str(value).lower() if isinstance(value, bool) else str(value)
+    raise SpecError.one(field, "must be a string: words of the command (TACC joins the items into one command)")
 
 
-def _count(opt: str, value: str) -> int:
-    n = _int(opt, value)
-    if n < 1:
-        raise ValueError(f"{opt}={value!r}: must be at least 1")
-    return n
+def _shell_ends(text: str, start: tuple[str | None, bool]) -> tuple[str | None, bool]:
+    """Scan ``text`` as bash would from state (open quote, in a comment); the state at its end."""
+    quote, comment = start
+    word_start = True
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if comment:
+            comment = c != "\n"
+            word_start = True
+        elif quote == "'":
+            quote = None if c == "'" else quote
+        elif quote == '"':
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                quote = None
+        elif c == "\\":
+            i += 1
+            word_start = False
+        elif c in "'\"":
+            quote = c
+            word_start = False
+        elif c == "#" and word_start:
+            comment = True
+        else:
+            word_start = c in " \t\n;&|()<>"
+        i += 1
+    return quote, comment
 
 
-def _workdir_path(opt: str, value: str) -> str:
-    for prefix in _WORKDIR_PREFIXES:
-        if value.startswith(prefix):
-            return value[len(prefix):]
-    if value.startswith(("${TACC_USERDIR}", "$TACC_USERDIR", "/")):
-        raise ValueError(
-            f"{opt}={value!r}: only paths under ${{TACC_WORKDIR}} (or relative paths) are kept; "
-            "fetch them with `tcloud download`"
-        )
-    return value
-
-
-def _name(opt: str, value: str) -> str:
-    if not _NAME_RE.fullmatch(value):
-        raise ValueError(f"{opt}={value!r}: use letters, digits, '.', '_' and '-' only (at most 64)")
-    return value
-
-
-def _set(path: str, conv: Callable[[str, str], Any]) -> Callable[[dict[str, Any], str, str], None]:
-    def apply(acc: dict[str, Any], opt: str, value: str) -> None:
-        acc[path] = conv(opt, value)
-
-    return apply
-
-
-def _gres(acc: dict[str, Any], opt: str, value: str) -> None:
-    m = _GRES_RE.fullmatch(value)
-    if not m:
-        raise ValueError(f"{opt}={value!r}: expected gpu:N or gpu:TYPE:N")
-    if m.group(1):
-        acc["resources.gpu_type"] = m.group(1)
-    acc["resources.gpus_per_node"] = int(m.group(2))
-
-
-def _gpu_count(acc: dict[str, Any], opt: str, value: str) -> None:
-    if ":" in value:
-        kind, _, count = value.partition(":")
-        acc["resources.gpu_type"] = _name(opt, kind)
-        value = count
-    acc["resources.gpus_per_node"] = _int(opt, value)
-
-
-def _mem(acc: dict[str, Any], opt: str, value: str) -> None:
-    try:
-        acc["resources.memory"] = parse_memory_mib(value)
-    except ValueError as exc:
-        raise ValueError(f"{opt}={value!r}: {exc}") from None
-
-
-def _time(acc: dict[str, Any], opt: str, value: str) -> None:
-    try:
-        acc["resources.time_limit"] = parse_duration_s(value)
-    except ValueError as exc:
-        raise ValueError(f"{opt}={value!r}: {exc}") from None
-
-
-def _ntasks(acc: dict[str, Any], opt: str, value: str) -> None:
-    acc["_ntasks"] = _count(opt, value)
-
-
-def _qos(acc: dict[str, Any], opt: str, value: str) -> None:
-    if value not in ("interactive", "normal", "low"):
-        raise ValueError(f"{opt}={value!r}: QoS must be interactive, normal or low")
-    acc["qos.class"] = value
-
-
-def _flag(acc: dict[str, Any], opt: str, value: str) -> None:
-    if value not in ("", "yes", "true"):
-        raise ValueError(f"{opt} takes no value")
-
-
-# sbatch long option -> how it maps into the schema.
-SBATCH_OPTIONS: dict[str, Callable[[dict[str, Any], str, str], None]] = {
-    "nodes": _set("resources.nodes", _count),
-    "ntasks-per-node": _set("resources.tasks_per_node", _count),
-    "ntasks": _ntasks,
-    "cpus-per-task": _set("resources.cpus_per_task", _count),
-    "gres": _gres,
-    "gpus-per-node": _gpu_count,
-    "mem": _mem,
-    "time": _time,
-    "partition": _set("resources.partition", _name),
-    "job-name": _set("name", _name),
-    "output": _set("log_file", _workdir_path),
-    "error": _set("log_file", _workdir_path),
-    "qos": _qos,
-    "requeue": _flag,
-    "no-requeue": _flag,
-}
-
-
-def parse_sbatch(options: Any) -> dict[str, Any]:
-    """``["nodes=2", "gres=gpu:2"]`` -> ``{"resources.nodes": 2, ...}``; errors name the entry."""
-    if options is None:
-        return {}
-    if not isinstance(options, list):
-        raise SpecError.one("job.general", "must be a list of sbatch options such as nodes=2")
-    acc: dict[str, Any] = {}
-    for i, raw in enumerate(options):
-        field = f"job.general[{i}]"
-        if not isinstance(raw, str):
-            raise SpecError.one(field, "must be a string such as nodes=2")
-        text = raw.strip()
-        text = text[2:] if text.startswith("--") else text
-        key, _, value = text.partition("=")
-        key, value = key.strip(), value.strip()
-        if key in UNSAFE_SBATCH:
-            raise SpecError.one(field, f"sbatch option '{key}' is not allowed: {UNSAFE_SBATCH[key]}")
-        handler = SBATCH_OPTIONS.get(key)
-        if handler is None:
-            known = ", ".join(sorted(SBATCH_OPTIONS))
-            raise SpecError.one(field, f"unknown sbatch option '{key[:64]}' (known: {known})")
-        try:
-            handler(acc, key, value)
-        except ValueError as exc:
-            raise SpecError.one(field, str(exc)) from None
-    if "_ntasks" in acc:
-        ntasks = acc.pop("_ntasks")
-        nodes = acc.get("resources.nodes", 1)
-        if ntasks % nodes:
-            raise SpecError.one("job.general", f"ntasks={ntasks} is not a multiple of nodes={nodes}")
-        per_node = acc.setdefault("resources.tasks_per_node", ntasks // nodes)
-        if per_node * nodes != ntasks:
+def entrypoint_command(items: Any, raw: Callable[[YamlPath], str | None] = lambda _: None) -> str:
+    """The entrypoint items joined into the one command TACC's run.sh runs (see the module docstring)."""
+    if isinstance(items, str):
+        items = [items]
+    if items is None or items == []:
+        raise SpecError.one("entrypoint", "is empty: give the command to run, e.g. - python train.py")
+    if not isinstance(items, list):
+        raise SpecError.one("entrypoint", "must be a list of strings: one command, its words split over the items")
+    words = [_item_text(v, raw(("entrypoint", i)), f"entrypoint[{i}]") for i, v in enumerate(items)]
+    state: tuple[str | None, bool] = (None, False)
+    for i, word in enumerate(words):
+        state = _shell_ends(word, state)
+        last = i == len(words) - 1
+        if state[1] and not last:
             raise SpecError.one(
-                "job.general", f"ntasks={ntasks} disagrees with nodes={nodes} x ntasks-per-node={per_node}"
+                f"entrypoint[{i}]",
+                "ends in a shell comment ('# ...'): TACC's run.sh ends the command there and runs the next "
+                "items as a command of their own; remove the comment (a YAML comment after the quotes is fine)",
             )
-    return acc
+        if state[0] == "'" and not last:
+            raise SpecError.one(
+                f"entrypoint[{i}]",
+                "a '...' string runs on into the next item, where TACC's run.sh would put ' \\' and a line "
+                "break inside it; close the quote within the item",
+            )
+    if state[0] is not None:
+        raise SpecError.one(f"entrypoint[{len(words) - 1}]", f"the command has an unclosed {state[0]} quote")
+    return " ".join(words)
+
+
+# --- the rest ------------------------------------------------------------------------------
 
 
 def _list_of_str(value: Any, field: str) -> list[Any]:
@@ -228,7 +159,33 @@ def _env(value: Any) -> dict[str, Any]:
     raise SpecError.one("job.env", "must be a mapping or a list of KEY=VALUE")
 
 
-def spec_from_tuxiv(doc: Any, default_name: str = "tacc-task") -> TaskSpec:
+def _conda(conda: Any) -> dict[str, Any]:
+    if not isinstance(conda, dict):
+        raise SpecError.one("environment", "must be a mapping with name, channels, dependencies")
+    extra = sorted(set(map(str, conda)) - ENV_KEYS)
+    if extra:
+        raise SpecError.one(f"environment.{extra[0]}", f"unknown field (known: {', '.join(sorted(ENV_KEYS))})")
+    cached = conda.get("cachedenvname")
+    if cached is not None and not isinstance(cached, str | bool):
+        raise SpecError.one("environment.cachedenvname", "must be a name (the env is cached under it) or true")
+    name = conda.get("name") or (cached if isinstance(cached, str) and cached else None)
+    return {
+        **({"name": name} if name else {}),
+        "channels": _list_of_str(conda.get("channels"), "environment.channels"),
+        "dependencies": _list_of_str(conda.get("dependencies"), "environment.dependencies"),
+    }
+
+
+def _put(data: dict[str, Any], dotted: str, value: Any) -> None:
+    target = data
+    *parents, leaf = dotted.split(".")
+    for p in parents:
+        target = target.setdefault(p, {})
+    target[leaf] = value
+
+
+def _build(doc: Any, default_name: str, raw: Callable[[YamlPath], str | None]) -> tuple[dict[str, Any], dict[str, str]]:
+    """(spec mapping, spec field -> the tuxiv field it came from)."""
     if not isinstance(doc, dict):
         raise SpecError.one("", "tuxiv.conf must be a mapping with entrypoint, environment, job, datasets")
     unknown = sorted(set(map(str, doc)) - TOP_KEYS)
@@ -241,43 +198,114 @@ def spec_from_tuxiv(doc: Any, default_name: str = "tacc-task") -> TaskSpec:
     if bad:
         raise SpecError.one(f"job.{bad[0]}", f"unknown job field (known: {', '.join(sorted(JOB_KEYS))})")
 
+    origin = {"name": "job.name", "entrypoint": "entrypoint", "datasets": "datasets",
+              "environment.variables": "job.env", "environment.modules": "job.module",
+              "environment.conda": "environment", "environment.conda.channels": "environment.channels",
+              "environment.conda.dependencies": "environment.dependencies",
+              "environment.conda.name": "environment.name", "log_file": "job.log", "user_log_file": "job.log"}
     data: dict[str, Any] = {
         "name": job.get("name") or default_name,
         "code": doc.get("code", {"kind": "local", "path": "."}),
-        "entrypoint": {"shell": _list_of_str(doc.get("entrypoint"), "entrypoint")},
+        "entrypoint": {"shell": [entrypoint_command(doc.get("entrypoint"), raw)]},
         "datasets": _list_of_str(doc.get("datasets"), "datasets"),
     }
-    for key in ("runtime", "outputs", "qos", "network"):
+    for key in ("runtime", "outputs", "qos", "network", "code"):
+        origin[key] = key
         if key in doc:
             data[key] = doc[key]
     env: dict[str, Any] = {"variables": _env(job.get("env")), "modules": _list_of_str(job.get("module"), "job.module")}
-    conda = doc.get("environment")
-    if conda is not None:
-        if not isinstance(conda, dict):
-            raise SpecError.one("environment", "must be a mapping with name, channels, dependencies")
-        env["conda"] = {
-            **({"name": conda["name"]} if conda.get("name") else {}),
-            "channels": _list_of_str(conda.get("channels"), "environment.channels"),
-            "dependencies": _list_of_str(conda.get("dependencies"), "environment.dependencies"),
-        }
-        extra = sorted(set(map(str, conda)) - {"name", "channels", "dependencies"})
-        if extra:
-            raise SpecError.one(f"environment.{extra[0]}", "unknown field (known: name, channels, dependencies)")
+    if doc.get("environment") is not None:
+        env["conda"] = _conda(doc["environment"])
+        if not doc["environment"].get("name") and doc["environment"].get("cachedenvname"):
+            origin["environment.conda.name"] = "environment.cachedenvname"
     data["environment"] = env
     if job.get("log") is not None:
+        if not isinstance(job["log"], str):
+            raise SpecError.one("job.log", "must be a path such as ${TACC_USERDIR}/logs/run.log")
         try:
-            data["log_file"] = _workdir_path("log", str(job["log"]))
+            key, path = log_target("log", job["log"])
         except ValueError as exc:
             raise SpecError.one("job.log", str(exc)) from None
+        data[key] = path
 
-    for dotted, value in parse_sbatch(job.get("general")).items():
-        target = data
-        *parents, leaf = dotted.split(".")
-        for p in parents:
-            target = target.setdefault(p, {})
-        target[leaf] = value
-    return spec_from_data(data)
+    options, where = parse_sbatch_located(job.get("general"))
+    for dotted, value in options.items():
+        _put(data, dotted, value)
+    origin.update(where)
+    return data, origin
+
+
+# --- errors with their line ------------------------------------------------------------------
+
+_STEP_RE = re.compile(r"\[(\d+)\]|\.?([^.\[]+)")
+
+
+def _yaml_path(field: str) -> YamlPath:
+    """``job.general[1]`` -> ``("job", "general", 1)``."""
+    return tuple(int(m.group(1)) if m.group(1) else m.group(2) for m in _STEP_RE.finditer(field))
+
+
+@dataclass(frozen=True)
+class TuxivFile:
+    """A tuxiv.conf read into an unvalidated spec mapping (``data``) that remembers where each part came from."""
+
+    data: dict[str, Any]
+    source: str = "tuxiv.conf"
+    origin: dict[str, str] = field(default_factory=dict)  # spec field -> tuxiv field
+    located: Located | None = None
+
+    def validate(self, data: dict[str, Any] | None = None, overridden: Collection[str] = ()) -> TaskSpec:
+        """``data`` (default: ``self.data``, e.g. with overrides applied) as a TaskSpec; errors name their line.
+
+        ``overridden``: spec fields (dotted) that no longer come from the file, so get no line.
+        """
+        try:
+            return TaskSpec.model_validate(normalize_document(self.data if data is None else data))
+        except ValidationError as exc:
+            err = SpecError.from_validation(exc, "", TaskSpec)
+        raise SpecError([(f, self._locate_spec(f, m, overridden)) for f, m in err.errors]) from None
+
+    def _locate_spec(self, spec_field: str, message: str, overridden: Collection[str]) -> str:
+        if any(spec_field == o or spec_field.startswith((o + ".", o + "[")) for o in overridden):
+            return message
+        best = ""
+        for prefix in self.origin:
+            under = spec_field == prefix or spec_field.startswith((prefix + ".", prefix + "["))
+            if under and len(prefix) > len(best):
+                best = prefix
+        if not best:
+            return message
+        return self.at(self.origin[best] + spec_field[len(best):], message)
+
+    def at(self, tuxiv_field: str, message: str) -> str:
+        """``message`` prefixed with ``SOURCE line N: `` for the line of ``tuxiv_field`` when it is known."""
+        line = self.located.line(_yaml_path(tuxiv_field)) if self.located else None
+        if line is None or not tuxiv_field:
+            return message
+        return f"{self.source} line {line}: {message}"
+
+
+def read_tuxiv(text: str | bytes, source: str = "tuxiv.conf", default_name: str = "tacc-task") -> TuxivFile:
+    """Parse and map a tuxiv.conf, without validating the result (see ``TuxivFile.validate``)."""
+    located = load_yaml_located(text, source)
+    base = TuxivFile({}, source, {}, located)
+    try:
+        data, origin = _build(located.value, default_name, lambda path: located.raw.get(path))
+    except SpecError as exc:
+        raise SpecError([(f, base.at(f, m)) for f, m in exc.errors]) from None
+    return TuxivFile(data, source, origin, located)
+
+
+def tuxiv_to_mapping(text: str | bytes, source: str = "tuxiv.conf", default_name: str = "tacc-task") -> dict[str, Any]:
+    """The raw, unvalidated spec mapping of a tuxiv.conf (for overrides before validation)."""
+    return read_tuxiv(text, source, default_name).data
 
 
 def load_tuxiv(text: str | bytes, source: str = "tuxiv.conf", default_name: str = "tacc-task") -> TaskSpec:
-    return spec_from_tuxiv(load_yaml(text, source), default_name)
+    return read_tuxiv(text, source, default_name).validate()
+
+
+def spec_from_tuxiv(doc: Any, default_name: str = "tacc-task") -> TaskSpec:
+    """A tuxiv.conf already parsed (no lines to name)."""
+    data, origin = _build(doc, default_name, lambda _: None)
+    return TuxivFile(data, "tuxiv.conf", origin).validate()

@@ -5,10 +5,17 @@ Invariant: documents are size-limited, aliases and merge keys are refused
 recursively), only plain data types are built (SafeLoader), a key may appear
 once per mapping, and exactly one document is accepted. Every failure is a
 ``SpecError``.
+
+``load_yaml_located`` also returns where each value was written (its line, from
+the composed node tree's ``start_mark``) and the raw text of each scalar, so
+that importers can name the line of a bad entry and read ``- 010`` as the
+characters written rather than YAML 1.1's octal 8. It goes through the same
+loader: the same limits and refusals hold.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import yaml
@@ -58,7 +65,35 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# A place in a document: mapping keys and sequence indexes from the root, e.g. ("job", "general", 1).
+YamlPath = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Located:
+    """A document with, for each place in it, its 1-based line and (for scalars) its text as written."""
+
+    value: Any
+    lines: dict[YamlPath, int] = field(default_factory=dict)
+    raw: dict[YamlPath, str] = field(default_factory=dict)
+
+    def line(self, path: YamlPath) -> int | None:
+        """The line of ``path``, else of its nearest enclosing place that has one."""
+        for end in range(len(path), -1, -1):
+            if path[:end] in self.lines:
+                return self.lines[path[:end]]
+        return None
+
+
 def load_yaml(text: str | bytes, source: str = "document") -> Any:
+    return _load(text, source, locate=False).value
+
+
+def load_yaml_located(text: str | bytes, source: str = "document") -> Located:
+    return _load(text, source, locate=True)
+
+
+def _load(text: str | bytes, source: str, *, locate: bool) -> Located:
     if isinstance(text, bytes):
         if len(text) > MAX_YAML_BYTES:
             raise SpecError.one("", f"{source} is larger than {MAX_YAML_BYTES} bytes")
@@ -68,15 +103,46 @@ def load_yaml(text: str | bytes, source: str = "document") -> Any:
             raise SpecError.one("", f"{source} is not UTF-8: {exc}") from None
     if len(text) > MAX_YAML_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_YAML_BYTES:
         raise SpecError.one("", f"{source} is larger than {MAX_YAML_BYTES} bytes")
+    loader = _StrictLoader(text)  # a SafeLoader subclass
+    nodes: list[yaml.Node] = []
     try:
-        docs = list(yaml.load_all(text, Loader=_StrictLoader))  # a SafeLoader subclass
+        while loader.check_node():
+            node = loader.get_node()
+            if node is not None:
+                nodes.append(node)
+        doc = loader.construct_document(nodes[0]) if len(nodes) == 1 else None
     except yaml.YAMLError as exc:
         raise SpecError.one("", f"{source} is not valid YAML: {_short(exc)}") from None
     except (ValueError, OverflowError) as exc:  # e.g. an integer of more than 4300 digits
         raise SpecError.one("", f"{source} holds a value that cannot be read: {_short(exc)}") from None
-    if len(docs) != 1:
-        raise SpecError.one("", f"{source} must hold exactly one YAML document, found {len(docs)}")
-    return docs[0]
+    finally:
+        loader.dispose()
+    if len(nodes) != 1:
+        raise SpecError.one("", f"{source} must hold exactly one YAML document, found {len(nodes)}")
+    if not locate:
+        return Located(doc)
+    lines, raw = _positions(nodes[0])
+    return Located(doc, lines, raw)
+
+
+def _positions(root: yaml.Node) -> tuple[dict[YamlPath, int], dict[YamlPath, str]]:
+    """Lines and raw scalar texts of every place below ``root`` (iterative: no recursion limit)."""
+    lines: dict[YamlPath, int] = {}
+    raw: dict[YamlPath, str] = {}
+    stack: list[tuple[YamlPath, yaml.Node]] = [((), root)]
+    while stack:
+        path, node = stack.pop()
+        lines.setdefault(path, node.start_mark.line + 1)
+        if isinstance(node, yaml.ScalarNode):
+            raw[path] = node.value
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend(((*path, i), item) for i, item in enumerate(node.value))
+        elif isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                if isinstance(key, yaml.ScalarNode):
+                    lines.setdefault((*path, key.value), key.start_mark.line + 1)  # the key's line
+                    stack.append(((*path, key.value), value))
+    return lines, raw
 
 
 def _short(exc: Exception) -> str:

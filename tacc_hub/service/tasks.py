@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
-from tacc_hub.schema import SpecError, load_yaml, spec_from_data, spec_from_tuxiv
+from tacc_hub.schema import SpecError, load_tuxiv, load_yaml, spec_from_data
 from tacc_hub.store import TaskRecord, TaskStatus
 
 from .base import ApiError, ApiHandler
@@ -24,13 +24,19 @@ def task_out(ctl: Controller, rec: TaskRecord, *, full: bool = False, explain: b
     return {
         "id": rec.id, "owner": rec.owner, "name": rec.name, "status": str(rec.status), "digest": rec.digest,
         "reason": ctl.reason_for(rec) if explain else rec.reason, "exit_code": rec.exit_code,
-        "submitted_at": rec.submitted_at,
+        "submitted_at": rec.submitted_at, "gpus_requested": _gpus_requested(rec.spec),
         "started_at": rec.started_at, "finished_at": rec.finished_at, "placement": rec.placement,
         "cancel_requested": rec.cancel_requested,
         "queue": None if info is None else {"reason": info.reason, "position": info.position,
                                             "estimated_start": info.estimated_start, "detail": info.detail},
         **({"spec": rec.spec, "plan": rec.plan} if full else {}),
     }
+
+
+def _gpus_requested(spec: dict[str, Any] | None) -> int:
+    """GPUs the task asked for (nodes x gpus_per_node): what `tcloud ps` shows before it has a placement."""
+    r = (spec or {}).get("resources") or {}
+    return int(r.get("nodes", 1)) * int(r.get("gpus_per_node", 0))
 
 
 class TasksHandler(ApiHandler):
@@ -79,15 +85,15 @@ class TasksHandler(ApiHandler):
         ctype = self.request.headers.get("Content-Type", "application/json").split(";")[0].strip().lower()
         fmt = self.get_query_argument("format", "tacc")
         try:
-            if ctype in YAML_TYPES or fmt == "tuxiv":
+            if fmt == "tuxiv":  # from the text, so that errors name their line
+                return load_tuxiv(self.request.body, "request body")
+            if ctype in YAML_TYPES:
                 doc = load_yaml(self.request.body, "request body")
             elif ctype in ("application/json", ""):
                 doc = self.body_json()
             else:
                 raise ApiError(415, f"unsupported Content-Type {ctype[:64]!r}; "
                                "send application/json or application/yaml")
-            if fmt == "tuxiv":
-                return spec_from_tuxiv(doc)
             if fmt != "tacc":
                 raise ApiError(400, "format must be tacc or tuxiv")
             return spec_from_data(doc)

@@ -49,6 +49,9 @@ BASE_A: dict[str, Any] = {
     "datasets": ["imagenet", "mnist"],
     "outputs": ["ckpt", "logs"],
     "log_file": "logs/run.log",
+    "user_log_file": "logs/run.log",
+    "notify": {"email": "ada@example.org", "events": ["start", "end"]},
+    "account": "lab",
 }
 BASE_B: dict[str, Any] = {
     **BASE_A,
@@ -108,6 +111,10 @@ MUTATIONS: dict[str, Any] = {
     "datasets": ["imagenet"],
     "outputs": ["ckpt"],
     "log_file": "logs/other.log",
+    "user_log_file": "logs/other.log",
+    "notify.email": "bob@example.org",
+    "notify.events": ["end"],
+    "account": "other-lab",
 }
 
 

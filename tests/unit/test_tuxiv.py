@@ -8,11 +8,14 @@ import pytest
 
 from tacc_hub.schema import SpecError, load_tuxiv, parse_sbatch, spec_from_tuxiv
 
-# The example from the TACC documentation, with both ways of writing job.env.
+# The example from the TACC documentation (turingaicloud/quickstart tuxiv.conf.md), its
+# command's arguments split over items as TACC's own TensorFlow example does, with both ways of
+# writing job.env.
 TACC_EXAMPLE = """
 entrypoint:
-    - python ${TACC_WORKDIR}/mnist.py --epoch=3
-    - echo done > ${TACC_WORKDIR}/done.txt
+    - python ${TACC_WORKDIR}/mnist.py
+    - --epoch=3
+    - --data_dir=${TACC_WORKDIR}/datasets/mnist
 environment:
     name: torch-env
     channels: defaults
@@ -51,9 +54,8 @@ def tuxiv(general: list[str], **extra: Any) -> dict[str, Any]:
 def test_documented_tacc_example(env: str) -> None:
     spec = load_tuxiv(TACC_EXAMPLE % env)
     assert spec.name == "test"
-    assert spec.entrypoint.shell == [
-        "python ${TACC_WORKDIR}/mnist.py --epoch=3",  # kept verbatim: set at run time
-        "echo done > ${TACC_WORKDIR}/done.txt",
+    assert spec.entrypoint.shell == [  # one command, as TACC's run.sh has it; variables are set at run time
+        "python ${TACC_WORKDIR}/mnist.py --epoch=3 --data_dir=${TACC_WORKDIR}/datasets/mnist",
     ]
     assert spec.entrypoint.argv is None
     conda = spec.environment.conda
@@ -121,8 +123,8 @@ REFUSED: list[tuple[str, list[Any], str, str]] = [
     ("zero nodes", ["nodes=0", "ntasks=4"], "job.general[0]", "nodes"),
     ("zero ntasks", ["ntasks=0"], "job.general[0]", "ntasks"),
     ("not a string", ["nodes=1", 2], "job.general[1]", "string"),
-    ("ntasks not a multiple", ["nodes=2", "ntasks=3"], "job.general", "ntasks=3"),
-    ("ntasks disagrees", ["nodes=2", "ntasks=4", "ntasks-per-node=1"], "job.general", "ntasks=4"),
+    ("ntasks not a multiple", ["nodes=2", "ntasks=3"], "job.general[1]", "ntasks=3"),
+    ("ntasks disagrees", ["nodes=2", "ntasks=4", "ntasks-per-node=1"], "job.general[1]", "ntasks=4"),
 ]
 
 
@@ -153,12 +155,17 @@ def test_unsafe_option_explains_why() -> None:
         ({"entrypoint": ["x"], "job": {"env": "A=1"}}, "job.env"),
         ({"entrypoint": ["x"], "job": {"env": {"A-B": "1"}}}, "environment.variables.A-B"),
         ({"entrypoint": ["x"], "job": {"log": "/var/log/x"}}, "job.log"),
-        ({"entrypoint": ["x"], "job": {"log": "${TACC_USERDIR}/x.log"}}, "job.log"),
+        ({"entrypoint": ["x"], "job": {"log": "${TACC_USERDIR}/../x.log"}}, "job.log"),
+        ({"entrypoint": ["x"], "job": {"log": "${TACC_USERDIR}/"}}, "job.log"),
+        ({"entrypoint": ["x"], "job": {"log": "$TACC_USERDIR/a/../../x"}}, "job.log"),
+        ({"entrypoint": ["x"], "job": {"log": "${TACC_HOME}/x"}}, "job.log"),
+        ({"entrypoint": ["x"], "job": {"log": 3}}, "job.log"),
         ({"entrypoint": ["x"], "job": {"general": ["output=/etc/x"]}}, "job.general[0]"),
         ({"entrypoint": ["x"], "environment": ["numpy"]}, "environment"),
         ({"entrypoint": ["x"], "environment": {"name": "e", "pip": ["x"]}}, "environment.pip"),
         ({"entrypoint": {"a": 1}}, "entrypoint"),
-        ({"entrypoint": []}, "entrypoint.shell"),
+        ({"entrypoint": []}, "entrypoint"),
+        ({"entrypoint": ["python x.py", {"a": 1}]}, "entrypoint[1]"),
         (["entrypoint"], ""),
     ],
 )
