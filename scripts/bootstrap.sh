@@ -74,6 +74,8 @@ fi
 
 stamp=.venv/.tacc-installed
 want="extras=test,jupyter,hub torch=$torch"
+# (an empty stamp: made before TACC_TORCH, with PyPI's torch)
+[ -f "$stamp" ] && [ ! -s "$stamp" ] && [ "$torch" = pypi ] && [ ! pyproject.toml -nt "$stamp" ] && echo "$want" > "$stamp"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   pip_install() { .venv/bin/python -m pip install --quiet --disable-pip-version-check "$@"; }
   pip_install --upgrade pip
