@@ -149,6 +149,7 @@ def compile_task(spec: TaskSpec, site: SiteProfile) -> ExecutionPlan:
     script = render_script(
         name=spec.name, task_digest=digest, env=env, variables=dict(spec.environment.variables),
         modules=list(spec.environment.modules), datasets=datasets, workdir=spec.workdir, launch=launch,
+        user_log=spec.user_log_file,
     )
     return ExecutionPlan(
         task_digest=digest, name=spec.name, resources=r, runtime=spec.runtime.kind,

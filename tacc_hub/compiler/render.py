@@ -29,6 +29,27 @@ def _env_lines(env: EnvPlan) -> list[str]:
     return [f"export CONDA_PREFIX={q(env.path)}", 'export PATH="$CONDA_PREFIX/bin:$PATH"']
 
 
+def _user_log_lines(path: str) -> list[str]:
+    """Tee the task's output into ``${TACC_USERDIR}/path`` as well, unless that resolves outside the directory.
+
+    Resolved at run time (``realpath``), so a symbolic link in the owner's directory cannot lead it out; it runs
+    as the task itself, so it can write nothing the task could not.
+    """
+    rel = q(path)
+    return [
+        "tacc_log=''  # user_log_file: the output also goes to a file in ${TACC_USERDIR}",
+        'if tacc_root="$(realpath -e -- "${TACC_USERDIR}")"; then',
+        f'  tacc_log="$(realpath -m -- "${{tacc_root}}"/{rel})"',
+        '  case "${tacc_log}" in "${tacc_root}"/*) ;; *) tacc_log="" ;; esac',
+        "fi",
+        'if [ -n "${tacc_log}" ] && mkdir -p -- "$(dirname -- "${tacc_log}")"; then',
+        '  exec > >(tee -a -- "${tacc_log}") 2>&1',
+        "else",
+        f"  echo 'tacc: the output is not written to TACC_USERDIR/'{rel}': that path leaves the directory' >&2",
+        "fi",
+    ]
+
+
 def render_script(
     *,
     name: str,
@@ -39,6 +60,7 @@ def render_script(
     datasets: dict[str, str],
     workdir: str,
     launch: NodeLaunch,
+    user_log: str | None = None,
 ) -> str:
     lines = [
         "#!/usr/bin/env bash",
@@ -71,5 +93,7 @@ def render_script(
                 lines.append(f"  export {key}={q(launch.cross_switch_env[key])}")
         lines.append("fi")
     lines.append('cd -- "${TACC_WORKDIR}"' + ("" if workdir == "." else "/" + q(workdir)))
+    if user_log is not None:
+        lines += _user_log_lines(user_log)
     lines.append("exec " + " ".join(render_arg(a) for a in launch.argv))
     return "\n".join(lines) + "\n"

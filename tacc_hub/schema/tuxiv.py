@@ -127,7 +127,9 @@ def entrypoint_command(items: Any, raw: Callable[[YamlPath], str | None] = lambd
             )
     if state[0] is not None:
         raise SpecError.one(f"entrypoint[{len(words) - 1}]", f"the command has an unclosed {state[0]} quote")
-    return " ".join(words)
+    line = " ".join(words)
+    trailing = len(line) - len(line.rstrip("\\"))
+    return line + " " if trailing % 2 else line  # run.sh's own " \\" after the last item: an escaped space
 
 
 # --- the rest ------------------------------------------------------------------------------

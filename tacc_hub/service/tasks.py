@@ -100,8 +100,19 @@ class TasksHandler(ApiHandler):
         except SpecError as exc:
             raise self.spec_error(exc) from None
 
+    def _check_account(self, spec: Any) -> None:
+        """``account`` (sbatch --account) must name the caller's own group, which the pure loader cannot know."""
+        if spec.account is None:
+            return
+        group = self.ctx.store.group_of(self.user)
+        if spec.account != group:
+            message = (f"account {spec.account!r} is not your group: tasks are accounted to your group "
+                       f"{group!r}; leave account out, or write account={group}")
+            raise ApiError(403, message, [{"field": "account", "message": message}])
+
     async def post(self) -> None:
         spec = self._spec()
+        self._check_account(spec)
         ctl = self.ctx.controller
         try:
             if self.get_query_argument("dry_run", "0") in ("1", "true"):
