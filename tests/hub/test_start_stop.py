@@ -119,3 +119,50 @@ def test_start_sh_stop_stops_servers_tasks_and_the_hub(tmp_path):
             subprocess.run([str(ROOT / "scripts" / "start.sh"), "stop"], env=env, timeout=300, check=False)
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_start_sh_service_mode_stops_the_same_way(tmp_path):
+    state = (tmp_path / "state").resolve()
+    port = HubProcess(state).service_port
+    log = tmp_path / "start.log"
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "TACC_STATE_DIR": str(state),
+           "TACC_PORT": str(port), "TACC_DB_URL": "", "TACC_URL": "", "TACC_TOKEN": "", "TACC_NO_BOOTSTRAP": "1"}
+    with log.open("wb") as out:
+        proc = subprocess.Popen([str(ROOT / "scripts" / "start.sh"), "--service", "--gpus=2"], stdout=out,
+                                stderr=subprocess.STDOUT, env=env, cwd=tmp_path, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        def up() -> bool:
+            try:
+                return requests.get(url + "/api/health", timeout=2).status_code == 200
+            except requests.RequestException:
+                return proc.poll() is not None
+        _wait("the service", up, 120, log)
+        assert proc.poll() is None, log.read_text()[-3000:]
+        token = re.search(r"TACC_TOKEN=(\S+)", log.read_text()).group(1)
+        task = tmp_path / "long"
+        task.mkdir()
+        (task / "tacc.yaml").write_text("name: long\ncode: .\nentrypoint:\n  - echo $$ > pid\n  - sleep 600\n")
+        sub = subprocess.run([str(BIN / "tcloud"), "submit", str(task), "--json"], capture_output=True, text=True,
+                             env={**env, "TACC_URL": url, "TACC_TOKEN": token, "TACC_CONFIG": "/nonexistent"},
+                             timeout=120)
+        assert sub.returncode == 0, sub.stderr
+        tid = int(re.search(r'"id":\s*(\d+)', sub.stdout).group(1))
+        pidfile = state / "tasks" / str(tid) / "work" / "pid"
+        _wait("the long task", lambda: pidfile.exists() and pidfile.read_text().strip(), 60, log)
+        task_pid = int(pidfile.read_text())
+        assert _alive(task_pid)
+
+        stop = subprocess.run([str(ROOT / "scripts" / "start.sh"), "stop"], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=300)
+        assert stop.returncode == 0, stop.stderr
+        assert "left running" not in stop.stderr, stop.stderr
+        proc.wait(30)
+        assert not _alive(task_pid) and _carrying(state) == []
+        rec = Store(f"sqlite:///{state / 'tacc.sqlite'}").get(tid)
+        assert rec is not None and rec.status == TaskStatus.CANCELLED, rec
+    finally:
+        if proc.poll() is None or _carrying(state):
+            subprocess.run([str(ROOT / "scripts" / "start.sh"), "stop"], env=env, timeout=300, check=False)
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
