@@ -9,12 +9,19 @@ changes whenever a file of the code does.
 
 Paths: with ``root_dir`` (the server's), the target must resolve inside it (symlinks
 included); otherwise ``CaptureError`` with status 403.
+
+Whose project: a git repository whose top lies above ``project_root`` (the server's root
+directory: the panel passes ``root_dir``, the magic asks its server; without one, the home
+folder) is not the user's project (a home inside someone's checkout, a dotfiles repository
+above the notebooks): it is ignored and the folder is sent as it is, as ``tcloud submit``
+sends a folder. The script the task runs is always sent, even where git ignores it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
@@ -25,7 +32,16 @@ from typing import Any
 from tacc_hub.schema import GitCode, SnapshotCode, SpecError, TaskSpec, spec_from_data
 from tacc_hub.snapshot import DEFAULT_EXCLUDES, SnapshotError, digest_of, pack
 
-from .envinfo import GitInfo, conda_environment, git_info, new_file_patch, on_a_remote, packages, worktree_patch
+from .envinfo import (
+    GitInfo,
+    conda_environment,
+    git_info,
+    git_toplevel,
+    new_file_patch,
+    on_a_remote,
+    packages,
+    worktree_patch,
+)
 
 CELL_SCRIPT = "tacc_cell.py"
 PROVENANCE = ".tacc-capture/"  # generated: git.json (commit, branch, remote, dirty) and git.diff
@@ -84,8 +100,27 @@ def _safe_name(text: str) -> str:
     return name or "tacc-task"
 
 
+# Lines of a notebook that drive tacc_hub from the notebook itself: the task must not run them.
+_TACC_LINE = re.compile(r"^\s*(\w+\s*=\s*)?%tacc\b|^\s*%(re)?load_ext\s+tacc_hub\s*$")
+
+
+def _own_lines_dropped(source: str) -> str:
+    """A code cell without its ``%tacc`` / ``%load_ext tacc_hub`` lines; a ``%%tacc`` cell (its own task) goes."""
+    if source.lstrip().startswith("%%tacc"):
+        return ""
+    return "".join(line for line in source.splitlines(keepends=True) if not _TACC_LINE.match(line))
+
+
+def has_code(source: str) -> bool:
+    return any(line.strip() and not line.lstrip().startswith("#") for line in source.splitlines())
+
+
 def notebook_to_script(notebook: Path) -> tuple[str, list[str]]:
-    """The notebook's code cells as a Python script (nbconvert), with notes on IPython-only syntax."""
+    """The notebook's code cells as a Python script (nbconvert), with notes on IPython-only syntax.
+
+    The lines that submit the notebook (``%tacc ...``) are left out: run as a task they would
+    submit it again. A notebook with no other code is refused: its task would run nothing.
+    """
     import nbformat
     from nbconvert.exporters import ScriptExporter
 
@@ -93,6 +128,12 @@ def notebook_to_script(notebook: Path) -> tuple[str, list[str]]:
         nb = nbformat.read(str(notebook), as_version=4)
     except Exception as exc:  # nbformat raises many kinds for a broken file
         raise CaptureError(f"{notebook.name} is not a readable notebook: {exc}") from None
+    for cell in nb.cells:
+        if cell.get("cell_type") == "code":
+            cell["source"] = _own_lines_dropped(str(cell.get("source", "")))
+    if not any(cell.get("cell_type") == "code" and has_code(cell["source"]) for cell in nb.cells):
+        raise CaptureError(f"{notebook.name} has no code to run (as saved: save the notebook first if you "
+                           "just wrote some)")
     body, _ = ScriptExporter().from_notebook_node(nb)
     notes = []
     if "get_ipython()" in body:
@@ -100,9 +141,9 @@ def notebook_to_script(notebook: Path) -> tuple[str, list[str]]:
     return body, notes
 
 
-def _code_files(folder: Path, info: GitInfo | None, root_dir: Path | None) -> tuple[Path, list[str]]:
-    """The code root and its files (relative), from git where the repository is inside root_dir."""
-    if info is not None and (root_dir is None or info.toplevel.resolve().is_relative_to(Path(root_dir).resolve())):
+def _code_files(folder: Path, info: GitInfo | None) -> tuple[Path, list[str]]:
+    """The code root and its files (relative): the repository's where there is one, else the folder's."""
+    if info is not None:
         top = info.toplevel.resolve()
         files = []
         for rel in info.files:
@@ -140,8 +181,12 @@ def capture(
     pin_packages: bool = True,
     python: str | None = None,
     code: str = "snapshot",
+    project_root: str | Path | None = None,
 ) -> Captured:
     """Capture PATH (a notebook or a script) or a cell's code run from ``cwd``.
+
+    ``project_root``: where the user's projects start (see the module's docstring); ``root_dir``
+    implies it.
 
     ``code="git"``: instead of a snapshot, the repository's ``origin`` at HEAD (which must be on a
     remote branch) plus a patch of everything uncommitted (untracked files and the generated script
@@ -166,9 +211,19 @@ def capture(
     if not folder.is_dir():
         raise CaptureError(f"{folder} is not a directory")
 
-    info = git_info(folder, within=root)
-    code_root, files = _code_files(folder, info, root)
+    info, why = _users_repository(folder, root or (Path(project_root).resolve() if project_root else None))
+    if why:
+        notes.append(why)
+    code_root, files = _code_files(folder, info)
     workdir = folder.relative_to(code_root).as_posix() if folder != code_root else "."
+    if target is not None and target.suffix == ".py":
+        rel = target.relative_to(code_root).as_posix()
+        if rel not in files:  # ignored by git (or in an excluded folder): the task runs it all the same
+            if code == "git":
+                raise CaptureError(f"code 'git': {rel} is ignored by git, so a clone would not have it; "
+                                   "stop ignoring it or send a snapshot")
+            files = sorted([*files, rel])
+            notes.append(f"{rel} is ignored by git: sent anyway, as the task runs it")
 
     extra: dict[str, str] = {}  # generated files, relative to code_root
     if cell is not None:
@@ -195,8 +250,6 @@ def capture(
         extra[PROVENANCE + "git.json"] = json.dumps(recorded, indent=2, sort_keys=True) + "\n"
         if diff:
             extra[PROVENANCE + "git.diff"] = diff
-        if info.toplevel.resolve() != code_root:
-            notes.append(f"the git repository {info.toplevel} is outside the server's root: only {folder} is sent")
 
     env: dict[str, Any] = {}
     conda, conda_notes = conda_environment() if pin_packages and not python else (None, [])
@@ -246,11 +299,23 @@ def capture(
     return Captured(spec=spec, archive=archive, files=all_files, diff=diff, git=git_json, notes=notes)
 
 
+def _users_repository(folder: Path, project_root: Path | None) -> tuple[GitInfo | None, str]:
+    """The git repository of ``folder`` where it is the user's project, else None and why not."""
+    if project_root is None:
+        home = Path.home().resolve()
+        project_root = home if folder.is_relative_to(home) else None
+    top = git_toplevel(folder)
+    if top is None:
+        return None, ""
+    if project_root is not None and not top.resolve().is_relative_to(project_root):
+        return None, (f"the git repository at {top} starts above your Jupyter root {project_root}: "
+                      f"not your project, so {folder} is sent as it is")
+    return git_info(folder), ""
+
+
 def _git_code(info: GitInfo | None, code_root: Path, generated: dict[str, str]) -> GitCode:
     if info is None or not info.commit:
-        raise CaptureError("code 'git' needs a git repository with at least one commit")
-    if info.toplevel.resolve() != code_root:
-        raise CaptureError("code 'git': the repository reaches outside the server's root; use a snapshot", 403)
+        raise CaptureError("code 'git' needs a git repository (inside your Jupyter root) with at least one commit")
     if not info.remote:
         raise CaptureError("code 'git': the repository has no 'origin' remote to clone from")
     url = f"file://{info.remote}" if info.remote.startswith("/") else info.remote

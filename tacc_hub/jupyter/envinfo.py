@@ -163,6 +163,12 @@ class GitInfo:
                 "remote": self.remote, "dirty": self.dirty}
 
 
+def git_toplevel(folder: Path) -> Path | None:
+    """The top folder of the git repository holding ``folder``, or None outside git."""
+    top = git(folder, "rev-parse", "--show-toplevel")
+    return Path(top.strip()) if top and top.strip() else None
+
+
 def git_info(folder: Path, within: Path | None = None) -> GitInfo | None:
     """The repository holding ``folder``; with ``within`` (a root the user may read) its files and diff
     are limited to what lies inside that root, when the repository reaches outside it."""

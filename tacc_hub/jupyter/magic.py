@@ -19,6 +19,7 @@ an API error) print a message, not a traceback.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shlex
 import sys
@@ -33,6 +34,7 @@ from tacc_hub.client import ApiClientError
 
 from .capture import CaptureError, capture, client_from_env, submit_captured
 from .monitor import TaskMonitor, describe_queue
+from .session import ServerSession, find_server
 
 
 class _Parser(argparse.ArgumentParser):
@@ -93,17 +95,70 @@ def _resources(ns: argparse.Namespace) -> dict[str, Any]:
             "memory": ns.memory, "time": ns.time, "partition": ns.partition}
 
 
-def _notebook_path(shell: Any) -> str | None:
-    """The notebook this kernel runs (JupyterLab and VS Code set ``__session__``/``__vsc_ipynb_file__``)."""
+def _norm(source: str) -> str:
+    return "\n".join(line.rstrip() for line in source.strip().splitlines())
+
+
+def _current_cell(shell: Any) -> str:
+    """The source of the cell running now, as typed ("" where IPython keeps no history)."""
+    raw = getattr(getattr(shell, "history_manager", None), "input_hist_raw", None) or [""]
+    return str(raw[-1])
+
+
+def _started_as(shell: Any) -> Path | None:
+    """The notebook the kernel was told at its start (stale after a rename): only where no server answers."""
     ns = getattr(shell, "user_ns", {})
-    found = [ns.get("__vsc_ipynb_file__"), ns.get("__session__"), os.environ.get("JPY_SESSION_NAME")]
-    for value in found:
+    for value in (ns.get("__vsc_ipynb_file__"), ns.get("__session__"), os.environ.get("JPY_SESSION_NAME")):
         if isinstance(value, str) and value.endswith(".ipynb"):
-            # jupyter_server names it relative to its root; the kernel runs in the notebook's folder
+            # jupyter_server 2 names it absolute; older ones relative to the root, the kernel runs in its folder
             for candidate in (Path(value), Path.cwd() / Path(value).name):
                 if candidate.is_file():
-                    return str(candidate)
+                    return candidate
     return None
+
+
+def this_notebook(shell: Any, server: ServerSession | None) -> Path:
+    """The notebook this kernel runs, as the user sees it now, and saved: else a UsageError saying what to do.
+
+    The server's sessions know the path now (renames included); the cell running ``%tacc submit`` must be
+    in the saved file, else what is on disk is not what the user sees (not saved since it was written).
+    """
+    if server is not None and server.notebook is not None:
+        notebook = server.notebook
+        if notebook.suffix != ".ipynb":
+            raise UsageError(f"%tacc submit: this kernel runs {server.path}, not a notebook: "
+                             "give the notebook or script to submit")
+    elif server is not None:
+        raise UsageError(f"%tacc submit: no notebook of the Jupyter server at {server.url} uses this kernel: "
+                         "give the notebook or script to submit")
+    else:
+        found = _started_as(shell)
+        if found is None:
+            raise UsageError("%tacc submit: give the notebook or script to submit "
+                             "(no Jupyter server says which notebook this kernel runs)")
+        notebook = found
+    if not notebook.is_file():
+        raise UsageError(f"%tacc submit: {notebook.name} is not saved yet: "
+                         "save the notebook first (Ctrl+S), then run this cell again")
+    cell = _norm(_current_cell(shell))
+    if cell and cell not in _saved_cells(notebook):
+        raise UsageError(f"%tacc submit: {notebook.name} as saved does not hold this cell yet, so it is not what "
+                         "you see: save the notebook first (Ctrl+S), then run this cell again")
+    return notebook
+
+
+def _saved_cells(notebook: Path) -> set[str]:
+    try:
+        doc = json.loads(notebook.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"%tacc submit: {notebook.name} is not a readable notebook: {exc}") from None
+    cells = doc.get("cells", []) if isinstance(doc, dict) else []
+    out = set()
+    for c in cells:
+        if isinstance(c, dict) and c.get("cell_type") == "code":
+            src = c.get("source", "")
+            out.add(_norm("".join(src) if isinstance(src, list) else str(src)))
+    return out
 
 
 def _api(fn: Any, *args: Any, **kw: Any) -> Any:
@@ -128,13 +183,12 @@ class TaccMagics(Magics):
             argv, script_args = argv[:at], argv[at + 1:]
         if cell is not None:
             ns = cell_parser().parse_args(argv)
-            return self._submit(ns, path=None, cell=cell, args=script_args)
+            return self._submit(ns, path=None, cell=cell, args=script_args, server=find_server())
         ns = parser().parse_args(argv)
         if ns.cmd == "submit":
-            path = ns.path or _notebook_path(self.shell)
-            if not path:
-                raise UsageError("%tacc submit: give the notebook or script to submit")
-            return self._submit(ns, path=path, cell=None, args=script_args)
+            server = find_server()
+            path = ns.path or str(this_notebook(self.shell, server))
+            return self._submit(ns, path=path, cell=None, args=script_args, server=server)
         with client_from_env() as client:
             if ns.cmd == "ps":
                 self._ps(_api(client.list, states=ns.state or None, limit=ns.limit))
@@ -151,11 +205,12 @@ class TaccMagics(Magics):
                     print(f"task {t['id']}: {t['status']}")
         return None
 
-    def _submit(self, ns: argparse.Namespace, *, path: str | None, cell: str | None, args: list[str]) -> Any:
+    def _submit(self, ns: argparse.Namespace, *, path: str | None, cell: str | None, args: list[str],
+                server: ServerSession | None) -> Any:
         try:
             cap = capture(path, cell=cell, cwd=Path.cwd(), name=ns.name, resources=_resources(ns),
                           runtime=ns.runtime, args=args, pin_packages=not ns.no_packages and _packages_default(),
-                          code=ns.code)
+                          code=ns.code, project_root=server.root_dir if server else None)
         except CaptureError as exc:
             detail = "".join(f"\n  {e.get('field')}: {e.get('message')}" for e in exc.errors)
             raise UsageError(f"tacc: {exc.message}{detail}") from None

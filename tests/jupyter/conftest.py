@@ -88,7 +88,8 @@ def kernel(service: ServiceProcess, tmp_path_factory: pytest.TempPathFactory) ->
     cwd = tmp_path_factory.mktemp("kernel-cwd")
     env = {**os.environ, "TACC_URL": service.url, "TACC_TOKEN": service.token("magicuser"),
            "TACC_CONFIG": "/nonexistent", "TACC_CAPTURE_PACKAGES": "0",
-           "JPY_SESSION_NAME": "some/folder/current.ipynb"}  # as jupyter_server names a kernel's notebook
+           "JPY_SESSION_NAME": "some/folder/current.ipynb",  # as jupyter_server names a kernel's notebook
+           "JUPYTER_RUNTIME_DIR": str(cwd / ".runtime")}  # no server knows this kernel (see test_magic_server)
     km = KernelManager(kernel_name="python3")
     km.start_kernel(env=env, cwd=str(cwd))
     kc = km.client()

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import io
 import json
 import sys
+import tarfile
 
 from tacc_hub.jupyter.capture import CELL_SCRIPT, capture
 from tacc_hub.jupyter.envinfo import packages
@@ -121,3 +123,46 @@ def test_the_same_code_elsewhere_has_the_same_digest(tmp_path):
     two = capture(second / "run.py", pin_packages=False)
     assert one.git["toplevel"] != two.git["toplevel"] and one.digest == two.digest
     assert ".tacc-capture/git.diff" in one.files and "+print('v2')" in one.diff
+
+
+def test_the_script_the_task_runs_is_sent_even_where_git_ignores_it(tmp_path):
+    from tacc_hub.jupyter.capture import CaptureError
+
+    from .conftest import git
+
+    (tmp_path / ".gitignore").write_text("scratch*.py\n")
+    (tmp_path / "lib.py").write_text("X = 1\n")
+    (tmp_path / "scratch_run.py").write_text("import lib\nprint(lib.X)\n")
+    (tmp_path / "scratch_other.py").write_text("print('not this one')\n")
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", ".gitignore", "lib.py")
+    git(tmp_path, "commit", "-qm", "c")
+    cap = capture(tmp_path / "scratch_run.py", pin_packages=False, project_root=tmp_path)
+    assert "scratch_run.py" in cap.files and "lib.py" in cap.files and "scratch_other.py" not in cap.files
+    assert any("scratch_run.py is ignored by git: sent anyway" in n for n in cap.notes), cap.notes
+    try:
+        capture(tmp_path / "scratch_run.py", pin_packages=False, project_root=tmp_path, code="git")
+    except CaptureError as exc:
+        assert "ignored by git, so a clone would not have it" in exc.message
+    else:
+        raise AssertionError("code 'git' sent a task whose script a clone lacks")
+
+
+def test_a_notebook_without_code_is_refused_and_its_own_submit_lines_are_left_out(tmp_path):
+    from tacc_hub.jupyter.capture import CaptureError
+
+    from .conftest import notebook
+
+    nb = tmp_path / "nb.ipynb"
+    nb.write_text(notebook(["%load_ext tacc_hub\nx = 1", "mon = %tacc submit --gpus 1", "%%tacc\nprint('own task')"]))
+    cap = capture(nb, pin_packages=False)
+    with tarfile.open(fileobj=io.BytesIO(cap.archive)) as tar:
+        script = tar.extractfile("nb.tacc.py").read().decode()  # type: ignore[union-attr]
+    assert "x = 1" in script and "tacc" not in script.replace("nb.tacc", ""), script
+    nb.write_text(notebook(["# nothing yet", "%tacc submit", ""]))
+    try:
+        capture(nb, pin_packages=False)
+    except CaptureError as exc:
+        assert "has no code to run" in exc.message
+    else:
+        raise AssertionError("an empty notebook was captured")

@@ -195,7 +195,9 @@ def test_repository_reaching_outside_root_is_cut_to_the_root(jp_asyncio_loop, jp
     code, body = call(jp_asyncio_loop, jp_fetch, "POST", "capture", body={"path": "proj/run.py", "packages": False})
     assert code == 200, body
     assert "secret" not in json.dumps(body)
-    assert "run, changed" in body["diff"] and "run.py" in body["files"]
+    # a repository starting above the root is not the user's project: the folder is sent as it is
+    assert body["files"] == ["run.py"] and body["git"] is None and not body["diff"]
+    assert any("starts above your Jupyter root" in n for n in body["notes"]), body
 
 
 def test_git_code_is_cloned_and_patched_by_the_service(jp_asyncio_loop, jp_fetch, jp_root_dir, tmp_path, tacc_env):
