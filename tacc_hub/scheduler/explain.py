@@ -8,6 +8,12 @@ estimate Slurm's backfill scheduler reports (``squeue --start``): counted in
 GPUs, not exact slots, and only as good as the predictions.
 
 ``explain(view, order)`` adds a reason (``policy.REASONS``):
+- ``OverQuota``: it can never start under the quotas in force (it needs more GPUs
+  than a cap, or more GPU-hours, GPUs x time limit, than a whole budget: an admin
+  lowered a quota after it was submitted). No estimate. It is not ended: it stays
+  queued (as Slurm keeps a job pending with ``AssocMaxGRESPerJob``), kept out of the
+  policy's view (``LiveQueue``), and starts as usual once the quota is raised. The
+  detail is the submit check's own words (``quota.refusal``), see ``over_quota``;
 - ``Quota``: its user or group is out of GPU-hours, or starting it would take
   them above their GPU cap (no estimate while the budget is exhausted);
 - ``Topology``: enough GPUs are free now, but not in the shape it needs;
@@ -21,10 +27,14 @@ are 1..n in ``order``; estimated starts are >= ``view.now``. Cost O(n log n).
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable
 
 from .policy import Explanation, Quotas, TaskView, View
+from .quota import refusal
 from .topology import FreeMap
+
+OVER_QUOTA = "OverQuota"
 
 
 def held_by(running: Iterable[TaskView]) -> tuple[dict[str, int], dict[str, int]]:
@@ -37,10 +47,60 @@ def held_by(running: Iterable[TaskView]) -> tuple[dict[str, int], dict[str, int]
     return users, groups
 
 
+def over_quota(t: TaskView, q: Quotas | None) -> str | None:
+    """Why ``t`` can never start under the quotas ``q``, or None: the submit check (``quota.refusal``), then what
+    happens to it. E.g. "can never start under the current quota: needs 4 GPUs; user bob may hold at most 2
+    (2 over); it stays queued and starts if the quota is raised, or cancel it"."""
+    if q is None or t.gpus <= 0:
+        return None
+    limit = t.time_limit if t.time_limit is not None else math.inf
+    why = refusal(q, t.owner, t.group, t.gpus, limit, period=q.period)
+    if why is None:
+        return None
+    return f"can never start under the current quota: {why}; it stays queued and starts if the quota is raised, " \
+        "or cancel it"
+
+
+def startable(waiting: dict[int, TaskView], q: Quotas | None) -> dict[int, TaskView]:
+    """``waiting`` without the tasks that can never start under ``q`` (``over_quota``); ``waiting`` itself
+    when there are none. One check per distinct (owner, group, GPUs, time limit)."""
+    if q is None:
+        return waiting
+    seen: dict[tuple[str, str, int, float | None], bool] = {}
+    held: list[int] = []
+    for k, t in waiting.items():
+        key = (t.owner, t.group, t.gpus, t.time_limit)
+        over = seen.get(key)
+        if over is None:
+            over = seen[key] = over_quota(t, q) is not None
+        if over:
+            held.append(k)
+    if not held:
+        return waiting
+    out = dict(waiting)
+    for k in held:
+        del out[k]
+    return out
+
+
+def quota_reason(t: TaskView, q: Quotas | None, users: dict[str, int],
+                 groups: dict[str, int]) -> tuple[str, str] | None:
+    """``(reason, detail)`` when a quota keeps ``t`` from starting now (``OverQuota``: never under these quotas,
+    checked first, since it outlasts a spent budget; else ``Quota``), or None."""
+    over = over_quota(t, q)
+    if over is not None:
+        return OVER_QUOTA, over
+    why = quota_block(t, q, users, groups)
+    return None if why is None else ("Quota", why)
+
+
 def quota_block(t: TaskView, q: Quotas | None, users: dict[str, int], groups: dict[str, int]) -> str | None:
-    """Why a quota keeps ``t`` from starting now, or None."""
+    """Why a quota keeps ``t`` from starting now, or None (a task that can never start included)."""
     if q is None:
         return None
+    over = over_quota(t, q)
+    if over is not None:
+        return over
     if f"user:{t.owner}" in q.exhausted:
         return f"user {t.owner} has used this period's GPU-hours"
     if f"group:{t.group}" in q.exhausted:
@@ -83,15 +143,23 @@ def explain(view: View, order: list[TaskView]) -> dict[int, Explanation]:
     """An explanation for every task of ``order`` (see the module docstring)."""
     q = view.quotas
     users, groups = held_by(view.running.values())
-    starts = project(view, [t for t in order if not (q and (f"user:{t.owner}" in q.exhausted
-                                                             or f"group:{t.group}" in q.exhausted))])
+    never: dict[int, str] = {}  # can never start under these quotas: no estimate, no GPUs in the projection
+    if q is not None:
+        for t in order:
+            why = over_quota(t, q)
+            if why is not None:
+                never[t.id] = why
+    starts = project(view, [t for t in order if t.id not in never and not (
+        q and (f"user:{t.owner}" in q.exhausted or f"group:{t.group}" in q.exhausted))])
     free = FreeMap(view.nodes)
     shapes: dict[tuple[int, int, bool, bool], bool] = {}  # shape -> fits now (fit is O(nodes): once per shape)
     out: dict[int, Explanation] = {}
     for pos, t in enumerate(order, 1):
         est = starts.get(t.id)
         blocked = quota_block(t, q, users, groups)
-        if blocked:
+        if t.id in never:
+            out[t.id] = Explanation(OVER_QUOTA, pos, None, never[t.id])
+        elif blocked:
             out[t.id] = Explanation("Quota", pos, est, blocked)
         elif t.gpus > free.total:
             out[t.id] = Explanation("Resources", pos, est, f"needs {t.gpus} GPUs; {free.total} free")

@@ -143,6 +143,7 @@ class Quotas(Frozen):
     default_user: Limits = Limits()
     default_group: Limits = Limits()
     exhausted: frozenset[str] = frozenset()
+    period: str = "month"  # the accounting period of the gpu_hours budgets (for messages: "per month")
 
     def user(self, name: str) -> Limits:
         return self.users.get(name, self.default_user)
@@ -234,9 +235,11 @@ class Wake(Frozen):
 
 Action = Start | Preempt | Wake
 
-REASONS = ("Resources", "Quota", "Priority", "Topology")
+REASONS = ("Resources", "Quota", "Priority", "Topology", "OverQuota")
 """Why a task waits: not enough free GPUs; a quota (cap or budget) of its user or group;
-tasks ahead of it (or a reservation for one); GPUs are free but not in the shape it needs."""
+tasks ahead of it (or a reservation for one); GPUs are free but not in the shape it needs;
+it can never start under the quotas in force (more GPUs than a cap, or more GPU-hours than a
+whole budget: a quota lowered after it was submitted; it waits, with no estimate, for a raise)."""
 
 
 @dataclass(frozen=True, slots=True)

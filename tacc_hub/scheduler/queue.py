@@ -14,6 +14,8 @@ Live differences from the simulator, each deliberate:
   decides again.
 - ``max_running`` (tasks per user, GPU or not) is applied before the policy:
   a user at the cap has no task in the view; ``explain`` says why.
+- A task that can never start under the quotas in force (``explain.over_quota``: a quota
+  lowered below what it needs) is in no policy's view; ``explain`` says ``OverQuota``.
 - A policy that does not declare ``quota_aware = True`` never sees quotas:
   the queue keeps the tasks a quota blocks out of its view, and refuses (quietly)
   a start that would cross a cap within the pass.
@@ -40,7 +42,7 @@ from dataclasses import dataclass, replace
 
 from .cluster import ClusterState, NodeSlots, Placement
 from .explain import explain as generic_explain
-from .explain import held_by, quota_block
+from .explain import held_by, quota_block, quota_reason, startable
 from .frozen import Frozen
 from .history import DurationHistory
 from .policy import Action, Explanation, Policy, Preempt, Quotas, Start, TaskView, View, Wake
@@ -138,6 +140,7 @@ class LiveQueue:
               names: set[str] | None) -> View:
         running = self.running if not self.preempting else {
             k: t for k, t in self.running.items() if k not in self.preempting}
+        waiting = startable(waiting, quotas)  # a task that can never start under the quotas waits out of view
         if quotas is not None and not getattr(self.policy, "quota_aware", False):
             waiting = self._unblocked(waiting, quotas)
             quotas = None
@@ -281,7 +284,7 @@ class LiveQueue:
             for tid, t in self.waiting.items():
                 if tid not in out:
                     n += 1
-                    why = quota_block(t, quotas, users, groups) or (
-                        f"user {t.owner} has {self.max_running} tasks running, the most allowed")
-                    out[tid] = Explanation("Quota", n, None, why)
+                    reason, why = quota_reason(t, quotas, users, groups) or (
+                        "Quota", f"user {t.owner} has {self.max_running} tasks running, the most allowed")
+                    out[tid] = Explanation(reason, n, None, why)
         return out

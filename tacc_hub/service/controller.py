@@ -38,6 +38,7 @@ from tacc_hub.compiler import ExecutionPlan, SiteProfile, compile_task
 from tacc_hub.executors import REQUEUE_MARK, Executor, Launch, LaunchError, LaunchUnavailable, Observation
 from tacc_hub.scheduler import ClusterState, Placement, Request, never_fits
 from tacc_hub.scheduler.durations import RunTimePredictor
+from tacc_hub.scheduler.explain import OVER_QUOTA
 from tacc_hub.scheduler.policy import Explanation, Limits, Policy, Quotas, TaskView
 from tacc_hub.scheduler.queue import LiveQueue
 from tacc_hub.scheduler.quota import exhausted, period_start, refusal
@@ -71,6 +72,18 @@ class Live:
     cancel_requested: bool = False
     busy: bool = False  # a launch, cancel or preemption is in flight
     attempt: int = 0  # earlier runs (preempted)
+    label: str = ""  # for people, in other tasks' queue details: "task 12", "Jupyter server jupyter-bob (task 11)"
+
+
+SERVER_WRAPPER = "tacc_server.py"  # the entrypoint TaccSpawner gives a server task (spawner.payload.WRAPPER_NAME)
+
+
+def label_of(rec: TaskRecord) -> str:
+    """How a running task is named in the queue details of its owner's waiting tasks."""
+    argv = (((rec.spec or {}).get("entrypoint") or {}).get("argv")) or []
+    if argv and str(argv[-1]) == SERVER_WRAPPER:
+        return f"Jupyter server {rec.name} (task {rec.id})"
+    return f"task {rec.id}"
 
 
 def task_view(task_id: int, owner: str, group: str, submitted_at: float, spec: dict[str, Any],
@@ -137,6 +150,7 @@ class Controller(RecoveryMixin):
         self.explain_interval = explain_interval
         self._explained: dict[int, Explanation] = {}
         self._explained_at = float("-inf")
+        self._over_quota: set[int] = set()  # waiting tasks last explained as OverQuota (logged once)
         self._changed = True  # the queue changed since the last explanation
         self._wake_handle: asyncio.TimerHandle | None = None
         self.batcher = InsertBatcher(store)
@@ -207,7 +221,7 @@ class Controller(RecoveryMixin):
         if not (q.users or q.groups or ex) and q.default_user == none and q.default_group == none:
             self.quotas = None  # nothing configured: no quota work on the scheduling path
         else:
-            self.quotas = Quotas(q.users, q.groups, q.default_user, q.default_group, ex)
+            self.quotas = Quotas(q.users, q.groups, q.default_user, q.default_group, ex, self.quota_period)
         if groups != self.groups:
             self.groups = groups
             for table in (self.queue.waiting, self.queue.running):
@@ -292,7 +306,7 @@ class Controller(RecoveryMixin):
             if rec.status == S.STARTING:
                 self.store.transition(rec.id, S.RUNNING, expected=S.STARTING, started_at=rec.started_at or time.time())
             self.live[rec.id] = Live(
-                owner=rec.owner, status=status, time_limit=limit, placement=placement,
+                owner=rec.owner, status=status, time_limit=limit, placement=placement, label=label_of(rec),
                 state=dict(rec.executor_state or {}), started_at=rec.started_at, cancel_requested=rec.cancel_requested,
             )
             log.info("recovered task %s (%s)", rec.id, status)
@@ -479,7 +493,7 @@ class Controller(RecoveryMixin):
                 self.queue.unstart(tid)
                 continue
             assert rec.plan is not None
-            live = Live(owner=rec.owner, status=S.STARTING, placement=placement, busy=True,
+            live = Live(owner=rec.owner, status=S.STARTING, placement=placement, busy=True, label=label_of(rec),
                         time_limit=int(rec.plan["resources"]["time_limit"]), attempt=self.attempts.pop(tid, 0))
             self.live[tid] = live
             self._spawn(self._launch(rec, live, placement))
@@ -580,10 +594,52 @@ class Controller(RecoveryMixin):
         """Why each waiting task waits (see ``scheduler.explain``), at most ``explain_interval`` s old."""
         now = time.time()
         if self._changed and now - self._explained_at >= self.explain_interval:
-            self._explained = self.queue.explain(now, self.quotas)
+            self._explained = self._holders(self.queue.explain(now, self.quotas))
             self._explained_at = now
             self._changed = False
+            self._note_over_quota()
         return self._explained
+
+    def _holders(self, ex: dict[int, Explanation]) -> dict[int, Explanation]:
+        """A task waiting on its user's GPU cap says which of the user's running tasks hold it, the user's Jupyter
+        server first and by name: "...: your Jupyter server jupyter-bob (task 11) holds 1, task 12 holds 1"."""
+        q = self.quotas
+        if q is None:
+            return ex
+        held: dict[str, tuple[int, str]] = {}  # owner -> (GPUs held, who holds them)
+        for tid, e in ex.items():
+            t = self.queue.waiting.get(tid)
+            if e.reason != "Quota" or t is None or f"user:{t.owner}" in q.exhausted:
+                continue
+            cap = q.user(t.owner).max_gpus
+            if cap is None:
+                continue
+            if t.owner not in held:
+                mine = sorted(((self._label(r.id), r.gpus, r.id) for r in self.queue.running.values()
+                               if r.owner == t.owner and r.gpus),
+                              key=lambda x: (not x[0].startswith("Jupyter server"), x[2]))  # the server first
+                who = ", ".join(f"{'your ' if name.startswith('Jupyter server') else ''}{name} holds {g}"
+                                for name, g, _ in mine)
+                held[t.owner] = (sum(g for _, g, _ in mine), who)
+            used, who = held[t.owner]
+            if used and used + t.gpus > cap:
+                ex[tid] = replace(e, detail=f"{e.detail}: {who}")
+        return ex
+
+    def _label(self, task_id: int) -> str:
+        live = self.live.get(task_id)
+        return live.label if live is not None and live.label else f"task {task_id}"
+
+    def _note_over_quota(self) -> None:
+        """Log each task that a quota change left unable ever to start (once per episode), and when it can again."""
+        over = {tid for tid, e in self._explained.items() if e.reason == OVER_QUOTA}
+        for tid in over - self._over_quota:
+            log.warning("task %s (%s): %s", tid, self.queue.waiting[tid].owner if tid in self.queue.waiting else "?",
+                        self._explained[tid].detail)
+        for tid in self._over_quota - over:
+            if tid in self.queue.waiting:
+                log.info("task %s fits the quotas again", tid)
+        self._over_quota = over
 
     def queue_info(self, rec: TaskRecord) -> Explanation | None:
         if rec.status != S.PENDING or rec.id not in self.queue.waiting:

@@ -21,12 +21,18 @@ class ErrorOut(BaseModel):
 class QueueOut(BaseModel):
     """Where a waiting task stands (predictions, not promises)."""
 
-    reason: str = Field(description="Resources, Quota, Priority or Topology; Unavailable while the executor "
-                        "cannot reach its cluster (nothing is launched meanwhile; detail says since when).")
-    position: int = Field(description="1 = the next task to start.")
+    reason: str = Field(description="Resources, Quota, Priority or Topology; OverQuota when it can never start "
+                        "under the quotas in force (a quota lowered below what it needs: more GPUs than a cap, or "
+                        "more GPU-hours, GPUs x time limit, than a whole budget): it stays pending, with no "
+                        "estimate, and starts as usual once the quota is raised (or cancel it); Unavailable while "
+                        "the executor cannot reach its cluster (nothing is launched meanwhile; detail says since "
+                        "when).")
+    position: int = Field(description="1 = the next task to start (tasks a quota holds back come after the rest).")
     estimated_start: float | None = Field(None, description="Seconds since the epoch; null when unknown "
-                                          "(e.g. a GPU-hour budget is used up).")
-    detail: str = ""
+                                          "(e.g. a GPU-hour budget is used up, or OverQuota).")
+    detail: str = Field("", description="For people: e.g. \"needs 4 GPUs; 2 free\"; for OverQuota the limit and "
+                        "by how much, as a submit over it is refused; at a user's GPU cap, which of the user's "
+                        "running tasks hold it (the user's Jupyter server by name).")
 
 
 class TaskOut(BaseModel):
@@ -38,6 +44,7 @@ class TaskOut(BaseModel):
     reason: str | None = None
     exit_code: int | None = None
     submitted_at: float
+    gpus_requested: int = Field(0, description="GPUs the task asked for in all (nodes x gpus_per_node).")
     started_at: float | None = None
     finished_at: float | None = None
     placement: dict[str, Any] | None = None

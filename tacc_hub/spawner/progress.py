@@ -34,6 +34,9 @@ def queue_text(task: dict[str, Any], now: float | None = None) -> str:
         return "queued"
     reason = str(q.get("reason") or "waiting")
     detail = f": {q['detail']}" if q.get("detail") else ""
+    if reason == "OverQuota":  # no estimate to give: the quota must change first
+        return (f"queued at position {q.get('position', '?')}, but "
+                f"{q.get('detail') or 'can never start under the current quota'} (reason OverQuota)")
     return (f"queued at position {q.get('position', '?')} (reason {reason}{detail}); "
             f"estimated start {when(q.get('estimated_start'), now)}")
 

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from test_policy_contract import check
 
 from tacc_hub.scheduler.cluster import NodeSlots, Placement
+from tacc_hub.scheduler.explain import over_quota
 from tacc_hub.scheduler.history import DurationHistory, bucket
 from tacc_hub.scheduler.policies import Tacc
 from tacc_hub.scheduler.policy import REASONS, Limits, Preempt, Quotas, Start, TaskView, View
@@ -142,7 +143,9 @@ def test_explain_covers_every_waiting_task_in_a_consistent_order(view):
     for tid, e in ex.items():
         t = view.waiting[tid]
         q = view.quotas
-        if q is not None and (f"user:{t.owner}" in q.exhausted or f"group:{t.group}" in q.exhausted):
+        if over_quota(t, q) is not None:  # can never start under these quotas: said first, whatever else holds
+            assert e.reason == "OverQuota" and e.estimated_start is None
+        elif q is not None and (f"user:{t.owner}" in q.exhausted or f"group:{t.group}" in q.exhausted):
             assert e.reason == "Quota" and e.estimated_start is None
 
 
@@ -272,7 +275,8 @@ def test_explain_reasons_resources_and_quota():
     ex = Tacc().explain(View(10.0, waiting, run, nodes(1, 8, free={"n0": ()}), quotas))
     assert ex[1].reason == "Resources" and ex[1].estimated_start is not None and ex[1].estimated_start >= 10.0
     assert ex[2].reason == "Quota" and ex[2].estimated_start is None
-    assert ex[3].reason == "Quota" and "cap" in ex[3].detail
+    assert ex[3].reason == "OverQuota" and ex[3].estimated_start is None  # 1 GPU over a cap of 0: never
+    assert "group capped may hold at most 0" in ex[3].detail
 
 
 def test_fresh_view_objects_each_pass_give_the_same_decisions():

@@ -7,7 +7,8 @@ its attained service); each waiting task in turn starts when enough GPUs are
 free and holds them for its expected run time. The projection counts GPUs, not
 shapes, and does not backfill, so estimates never decrease with position.
 
-Reasons: ``Quota`` (its user or group is exhausted: no estimate; or at its
+Reasons: ``OverQuota`` (it can never start under the quotas: ``explain.over_quota``; no
+estimate), ``Quota`` (its user or group is exhausted: no estimate; or at its
 ``max_gpus`` cap), ``Resources`` (fewer GPUs free than it needs), ``Topology``
 (enough GPUs free, but not in a shape it may use, or it waits for a packed
 placement), ``Priority`` (it fits, but tasks ahead of it, or the head's
@@ -25,6 +26,7 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING
 
+from ..explain import OVER_QUOTA, over_quota
 from ..policy import Explanation, Quotas, TaskView, View
 from ..topology import FreeMap, switches_of
 from .tacc_running import expected_end, expected_run
@@ -89,6 +91,9 @@ def explain(policy: Tacc, view: View) -> dict[int, Explanation]:
 
 def _quota(t: TaskView, quotas: Quotas, held_u: dict[str, int],
            held_g: dict[str, int]) -> tuple[str | None, str, bool]:
+    over = over_quota(t, quotas)  # can never start under these quotas (the live queue keeps it out of view)
+    if over is not None:
+        return OVER_QUOTA, over, True
     if f"user:{t.owner}" in quotas.exhausted:
         return "Quota", f"user {t.owner} has no GPU-hours left", True
     if f"group:{t.group}" in quotas.exhausted:
