@@ -8,6 +8,9 @@ Environment (all optional):
   TACC_HUB_PORT       the hub's public port (8000)
   TACC_PORT           the service's own port behind the proxy (8765)
   TACC_STATE_DIR      tacc's state; the hub keeps its own files in $TACC_STATE_DIR/hub (./.tacc)
+  TACC_DEMO_HOMES     where users' homes live (their TACC_USERDIR; $TACC_STATE_DIR/users links there).
+                      Default: $TACC_STATE_DIR/users, except when the state dir is inside this checkout:
+                      then ${XDG_DATA_HOME:-~/.local/share}/tacc-hub/demo/<checkout>-<state>-<hash>
   TACC_DEMO_USERS     demo users, comma separated (alice,bob); admins: TACC_DEMO_ADMINS (admin)
   TACC_DEMO_PASSWORD  the demo users' password (unset: any password, as DummyAuthenticator)
   TACC_GPUS           GPU slots of the local executor (4; fake ones where the machine has none)
@@ -25,17 +28,19 @@ import os
 import sys
 from pathlib import Path
 
-from tacc_hub.hub.config import hub_settings
+from tacc_hub.hub.config import demo_homes, hub_settings
 
 c = get_config()  # type: ignore[name-defined]
 
 here = Path(__file__).resolve().parent
+state_dir = Path(os.environ.get("TACC_STATE_DIR") or here / ".tacc")
 settings = hub_settings(
     repo=here,
     python=sys.executable,
     hub_port=int(os.environ.get("TACC_HUB_PORT", "8000")),
     service_port=int(os.environ.get("TACC_PORT", "8765")),
-    state_dir=Path(os.environ.get("TACC_STATE_DIR") or here / ".tacc"),
+    state_dir=state_dir,
+    homes=demo_homes(here, state_dir, os.environ),
     users=os.environ.get("TACC_DEMO_USERS", "alice,bob"),
     admins=os.environ.get("TACC_DEMO_ADMINS", "admin"),
     password=os.environ.get("TACC_DEMO_PASSWORD"),

@@ -7,7 +7,10 @@ holds them, demo users for the embedded default, and users' servers as tacc task
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,10 +32,52 @@ def _names(csv: str) -> set[str]:
     return {n.strip() for n in csv.split(",") if n.strip()}
 
 
+def demo_homes(repo: Path, state_dir: Path, env: Mapping[str, str]) -> Path | None:
+    """Where the demo users' homes live, when not in ``state_dir/users``: never inside the checkout.
+
+    ``$TACC_DEMO_HOMES`` when set; else, when the state dir is inside the checkout ``repo`` (``./.tacc``),
+    ``${XDG_DATA_HOME:-~/.local/share}/tacc-hub/demo/<state dir's name>-<hash of its path>``: a capture
+    from a user's folder must not see the project's git repository or its editable install. ``None``:
+    the state dir is elsewhere, its ``users/`` is outside the checkout already.
+    """
+    if env.get("TACC_DEMO_HOMES"):
+        return Path(env["TACC_DEMO_HOMES"]).expanduser().resolve()
+    state, root = state_dir.resolve(), repo.resolve()
+    if not state.is_relative_to(root):
+        return None
+    data = Path(env.get("XDG_DATA_HOME") or Path(env.get("HOME") or Path.home()) / ".local" / "share")
+    tag = hashlib.sha256(str(state).encode()).hexdigest()[:10]
+    return (data / "tacc-hub" / "demo" / f"{root.name}-{state.name.lstrip('.')}-{tag}").resolve()
+
+
+def link_homes(state_dir: Path, homes: Path) -> None:
+    """Make ``state_dir/users`` (the executors' users' directories) a link to ``homes``.
+
+    What an earlier demo left in ``state_dir/users`` is moved there first (entries already in ``homes``
+    are kept as they are and left behind).
+    """
+    users = state_dir / "users"
+    homes.mkdir(parents=True, exist_ok=True)
+    if users.is_symlink():
+        if users.resolve() == homes:
+            return
+        users.unlink()
+    elif users.is_dir():
+        for entry in users.iterdir():
+            if not (homes / entry.name).exists():
+                shutil.move(str(entry), str(homes / entry.name))
+        if any(users.iterdir()):
+            users.rename(users.with_name(f"users.old-{os.getpid()}"))
+        else:
+            users.rmdir()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    users.symlink_to(homes, target_is_directory=True)
+
+
 def hub_settings(*, repo: Path, python: str, hub_port: int, service_port: int, state_dir: Path, users: str,
                  admins: str, password: str | None, executor: str, spawner: str,
                  slurm_conf: str | None = None, local_gpus: int = 4,
-                 cull_idle_after: int = 8 * 3600) -> dict[str, dict[str, Any]]:
+                 cull_idle_after: int = 8 * 3600, homes: Path | None = None) -> dict[str, dict[str, Any]]:
     """``{section: {setting: value}}`` for JupyterHub's config object.
 
     Ports: the hub's public ``hub_port`` (the proxy), the proxy's API at ``hub_port + 1``, the hub's
@@ -41,10 +86,13 @@ def hub_settings(*, repo: Path, python: str, hub_port: int, service_port: int, s
     out ``local_gpus`` GPU slots (fake ones on a machine without GPUs: each task sees its own
     ``CUDA_VISIBLE_DEVICES``), so quotas and the queue behave as on a GPU node. Servers idle for
     ``cull_idle_after`` seconds (TACC's rule: 8 hours; 0: never) are stopped by
-    jupyterhub-idle-culler, which runs as the hub-managed service ``idle-culler``.
+    jupyterhub-idle-culler, which runs as the hub-managed service ``idle-culler``. ``homes``: where the
+    users' homes live (``state_dir/users`` becomes a link to it, see :func:`demo_homes`).
     """
     hub_dir = (state_dir / "hub").resolve()
     hub_dir.mkdir(parents=True, exist_ok=True)
+    if homes is not None:
+        link_homes(state_dir, homes)
     public = f"http://127.0.0.1:{hub_port}"
     bin_dir = Path(python).parent
     serve = [str(bin_dir / "tacc-hub"), "serve", f"--port={service_port}", f"--state-dir={state_dir.resolve()}",
@@ -119,7 +167,8 @@ def hub_settings(*, repo: Path, python: str, hub_port: int, service_port: int, s
     if spawner == "simple":
         # Local servers keep their users' files (and Jupyter settings) under the state directory,
         # not in /tmp/NAME where every hub on the machine would share them.
-        out["SimpleLocalProcessSpawner"] = {"home_dir_template": str(state_dir.resolve() / "home" / "{username}")}
+        home_root = homes if homes is not None else state_dir.resolve() / "home"
+        out["SimpleLocalProcessSpawner"] = {"home_dir_template": str(home_root / "{username}")}
     if password:
         out["DummyAuthenticator"] = {"password": password}
     return out
