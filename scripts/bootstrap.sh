@@ -18,6 +18,8 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 say() { echo "bootstrap: $*" >&2; }
+took() { say "$1 took $((SECONDS - t_step)) s"; t_step=$SECONDS; }  # each step's time, for fresh-check.sh's record
+t_step=$SECONDS
 
 TORCH_VERSION=2.13.0
 TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
@@ -70,6 +72,7 @@ make_venv() {
 if ! venv_ok; then
   [ -e .venv ] && { say ".venv is not usable (no working pip): making it again"; rm -rf .venv; }
   make_venv
+  took "making .venv"
 fi
 
 stamp=.venv/.tacc-installed
@@ -86,7 +89,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" !
           pip_install --extra-index-url "$TORCH_CPU_INDEX" "torch==$TORCH_VERSION+cpu" ;;
     none) say "TACC_TORCH=none: not installing torch (the DDP example, examples/ddp, needs it)" ;;
   esac
+  took "torch ($torch)"
   pip_install -e '.[test,jupyter,hub]'
+  took "pip install -e .[test,jupyter,hub]"
   echo "$torch" > "$torch_file"
   echo "$want" > "$stamp"
 fi
@@ -104,6 +109,7 @@ if command -v apt-get >/dev/null 2>&1; then
   [ ${#pkgs[@]} -eq 0 ] || apt_try_install "to compile the scheduler (it runs as Python without them)" "${pkgs[@]}" || true
 fi
 ./scripts/build-native.sh --if-stale
+took "the compiled scheduler"
 
 # The hub's proxy: npm's configurable-http-proxy (JupyterHub's own). The pure-Python one on PyPI
 # holds whole responses, so live logs (server-sent events) would arrive only at the end.
@@ -111,11 +117,13 @@ chp=.venv/node/node_modules/.bin/configurable-http-proxy
 if [ ! -x "$chp" ]; then
   command -v npm >/dev/null 2>&1 || apt_install "for the hub's proxy and the Lab panel" nodejs npm
   npm install --prefix .venv/node --no-audit --no-fund --silent configurable-http-proxy@5.3
+  took "the proxy (npm)"
 fi
 
 # The JupyterLab side panel: rebuilt only when labextension/'s sources differ from the committed
 # bundle's (needs Node then; the script installs Debian's nodejs and npm when node is missing).
 ./scripts/build-labextension.sh --if-stale
+took "the Lab panel"
 # An editable install copies the bundle into the venv's share/jupyter; link it to the checkout's build
 # instead, so that a rebuild is what Lab loads (`jupyter labextension list` shows it enabled).
 labext=.venv/share/jupyter/labextensions/tacc-hub-labextension
