@@ -42,6 +42,7 @@ from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
+from tornado.httputil import HTTPInputError
 from tornado.iostream import StreamClosedError
 
 from tacc_hub.client import ApiClientError
@@ -193,14 +194,26 @@ class LogsHandler(TaccHandler):
                           limit=min(self._int_arg("limit", 1024 * 1024), 1024 * 1024))
 
 
+class BrowserGone(HTTPInputError):
+    """Raised from the upstream fetch's streaming callback to drop it once the browser has gone.
+
+    tornado logs any other exception from that callback as "Uncaught exception" with a traceback
+    (a closed tab is no error); an HTTPInputError it only notes at INFO and closes the connection.
+    """
+
+
 class LogStreamHandler(TaccHandler):
     """Relays the service's SSE log stream byte for byte (non-blocking, chunk by chunk).
 
     When the browser goes away the upstream request is dropped at its next chunk (a log line, or the
-    service's keep-alive, sent at least every 15 s).
+    service's keep-alive, sent at least every 15 s), without a traceback in the server's log.
     """
 
     _gone = False
+
+    def _closed(self) -> bool:
+        stream = getattr(self.request.connection, "stream", None)
+        return bool(stream is not None and stream.closed())
 
     def on_connection_close(self) -> None:
         self._gone = True
@@ -229,8 +242,9 @@ class LogStreamHandler(TaccHandler):
 
         def on_chunk(chunk: bytes) -> None:
             nonlocal started
-            if self._gone:
-                raise StreamClosedError()  # aborts the upstream fetch
+            if self._gone or self._closed():
+                self._gone = True
+                raise BrowserGone("the browser closed its log stream")  # aborts the upstream fetch, quietly
             if upstream_status >= 400:
                 error_body.extend(chunk[: 65536 - len(error_body)])
                 return
