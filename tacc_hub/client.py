@@ -8,13 +8,17 @@ client needs nothing beyond what ``tcloud`` already loads.
 Invariants: every non-2xx answer becomes ``ApiClientError`` carrying the
 status, the service's message and its per-field errors; a service that cannot
 be reached becomes ``ApiClientError`` with status 0 and a message naming the
-URL; a kept-alive connection that the server closed is reopened once.
+URL; a URL that answers, but not as the tacc_hub API (a redirect, an HTML page,
+a 404 where ``/api/health`` is not ours: a typo, a missing ``/services/tacc``)
+becomes ``WrongUrlError``, naming the URL and what a right one looks like; a
+kept-alive connection that the server closed is reopened once.
 """
 
 from __future__ import annotations
 
 import http.client
 import json
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -31,9 +35,33 @@ class ApiClientError(Exception):
         super().__init__(f"{status}: {message}" if status else message)
 
 
+URL_HINT = ("the URL should be the tacc_hub service's: http://HOST:8000/services/tacc under JupyterHub, "
+            "http://HOST:8765 for the service alone")
+
+
+class WrongUrlError(ApiClientError):
+    """The URL answers, but not as the tacc_hub API (the hub's page, a redirect, another server)."""
+
+
 class _Response:
-    def __init__(self, status: int, reason: str, data: bytes) -> None:
+    def __init__(self, status: int, reason: str, data: bytes, headers: http.client.HTTPMessage | None = None) -> None:
         self.status, self.reason, self.data = status, reason, data
+        self.content_type = (headers.get("Content-Type") or "") if headers is not None else ""
+        self.location = (headers.get("Location") or "") if headers is not None else ""
+
+
+def _describe(resp: _Response) -> str:
+    """What a non-API answer was, in a few words: an HTML page and its title, a redirect, some text."""
+    if 300 <= resp.status < 400:
+        return f"HTTP {resp.status}, a redirect to {resp.location[:200] or '(nowhere)'}"
+    text = resp.data[:4096].decode(errors="replace")
+    if "html" in resp.content_type.lower() or text.lstrip()[:1] == "<":
+        m = re.search(r"<title[^>]*>([^<]{0,200})", text, re.IGNORECASE)
+        title = " ".join(m.group(1).split()) if m else ""
+        return f"HTTP {resp.status} with an HTML page" + (f" titled {title!r}" if title else "")
+    if not resp.data:
+        return f"HTTP {resp.status} with an empty body"
+    return f"HTTP {resp.status} with {' '.join(text[:80].split())!r}"
 
 
 class TaccClient:
@@ -41,14 +69,18 @@ class TaccClient:
         self.url = url.rstrip("/")
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ApiClientError(0, f"not an http(s) URL: {url!r}")
+            raise ApiClientError(0, f"not an http(s) URL: {url!r}; {URL_HINT}")
+        try:
+            self._port = parts.port
+        except ValueError:
+            raise ApiClientError(0, f"not a valid port in the URL {url!r}; {URL_HINT}") from None
         self._https = parts.scheme == "https"
         self._host = parts.hostname
-        self._port = parts.port
         self._prefix = parts.path.rstrip("/")
         self.headers = {"Authorization": f"token {token}"} if token else {}
         self.timeout = timeout
         self._conn: http.client.HTTPConnection | None = None
+        self._verified = False  # the URL answered once as the tacc_hub API
 
     def _connect(self, timeout: float | None) -> http.client.HTTPConnection:
         cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
@@ -90,28 +122,73 @@ class TaccClient:
             except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as exc:
                 self.close()
                 if fresh or attempt:  # only a reused keep-alive connection earns a second try
-                    raise ApiClientError(0, f"cannot reach the tacc_hub service at {self.url}: {exc}") from None
-            except OSError as exc:
+                    raise self._unreachable(exc) from None
+            except (OSError, http.client.HTTPException) as exc:
                 self.close()
-                raise ApiClientError(0, f"cannot reach the tacc_hub service at {self.url}: {exc}") from None
+                raise self._unreachable(exc) from None
         if resp.will_close:
             self.close()
-        out = _Response(resp.status, resp.reason, data)
-        if out.status >= 400:
-            self._raise(out)
+        out = _Response(resp.status, resp.reason, data, resp.headers)
+        self._check(out, method, target)
         return out
 
-    @staticmethod
-    def _raise(resp: _Response) -> None:
+    def _unreachable(self, exc: BaseException) -> ApiClientError:
+        why = str(exc) or type(exc).__name__
+        if isinstance(exc, ConnectionRefusedError):
+            why = "connection refused (is the service running there?)"
+        elif isinstance(exc, http.client.HTTPException):
+            why = f"not an HTTP server ({type(exc).__name__})"
+        return ApiClientError(0, f"cannot reach the tacc_hub service at {self.url}: {why}; {URL_HINT}")
+
+    def _wrong_url(self, resp: _Response, method: str, target: str, what: str | None = None) -> WrongUrlError:
+        return WrongUrlError(resp.status, f"{self.url} does not answer as the tacc_hub API: {method} {target} got "
+                             f"{what or _describe(resp)}; {URL_HINT}")
+
+    def _check(self, resp: _Response, method: str, target: str) -> None:
+        """Raise for an answer that is an error, or that is not the tacc_hub API's."""
+        if 300 <= resp.status < 400:  # the API never redirects: the hub (or a login page) does
+            raise self._wrong_url(resp, method, target)
+        if resp.status < 400:
+            return
         try:
             doc = json.loads(resp.data)
-            message, errors = doc.get("message", resp.reason or ""), doc.get("errors")
-        except (ValueError, AttributeError):
+            if not isinstance(doc, dict):
+                raise ValueError
+            message, errors = str(doc.get("message", resp.reason or "")), doc.get("errors")
+        except ValueError:
+            if not self._verified and not self._is_tacc():
+                raise self._wrong_url(resp, method, target) from None
             message, errors = resp.data[:500].decode(errors="replace") or str(resp.reason), None
-        raise ApiClientError(resp.status, message, errors)
+        else:
+            if resp.status == 404 and not self._verified and not self._is_tacc():
+                raise self._wrong_url(resp, method, target, f"HTTP 404 ({message[:200]})")
+        raise ApiClientError(resp.status, message, errors if isinstance(errors, list) else None)
+
+    def _is_tacc(self) -> bool:
+        """Whether ``/api/health`` under this URL answers as tacc_hub's does (asked once, on a doubtful answer)."""
+        conn = self._connect(self.timeout)
+        try:
+            resp = self._send(conn, "GET", self._target("/api/health", None), None, None)
+            doc = json.loads(resp.read())
+            self._verified = resp.status == 200 and isinstance(doc, dict) and doc.get("status") == "ok" \
+                and "version" in doc
+        except (OSError, http.client.HTTPException, ValueError):
+            pass
+        finally:
+            conn.close()
+        return self._verified
 
     def _json(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
-        return dict(json.loads(self._request(method, path, **kw).data))
+        resp = self._request(method, path, **kw)
+        try:
+            doc = json.loads(resp.data)
+            if not isinstance(doc, dict):
+                raise ValueError
+        except ValueError:
+            raise self._wrong_url(resp, method, self._target(path, kw.get("params")),
+                                  _describe(resp) + " instead of JSON") from None
+        self._verified = True
+        return doc
 
     # tasks
     def submit(self, spec: dict[str, Any], *, dry_run: bool = False) -> dict[str, Any]:
@@ -143,14 +220,18 @@ class TaccClient:
         import sseclient
 
         down_since: float | None = None  # when a stream that worked lost its service
+        streamed = False  # a stream was opened once: later failures are a restart, not a wrong URL
         while True:
             conn = self._connect(None)  # its own connection, no read timeout: the stream is long-lived
             try:
-                resp = self._send(conn, "GET", self._target(f"/api/tasks/{int(task_id)}/logs/stream",
-                                                            {"offset": offset}), None, None)
-                if resp.status >= 400:
-                    self._raise(_Response(resp.status, resp.reason, resp.read()))
+                target = self._target(f"/api/tasks/{int(task_id)}/logs/stream", {"offset": offset})
+                resp = self._send(conn, "GET", target, None, None)
+                if resp.status != 200 or "text/event-stream" not in (resp.headers.get("Content-Type") or ""):
+                    got = _Response(resp.status, resp.reason, resp.read(), resp.headers)
+                    self._check(got, "GET", target)
+                    raise self._wrong_url(got, "GET", target, _describe(got) + " instead of an event stream")
                 down_since = None
+                streamed = self._verified = True
                 for ev in sseclient.SSEClient(resp).events():
                     data = json.loads(ev.data)
                     if ev.event == "log" and ev.id:
@@ -164,12 +245,16 @@ class TaccClient:
                 # broke: it is restarting; keep trying for RESTART_WAIT_S, then give up.
                 now = time.monotonic()
                 if down_since is None or now - down_since > RESTART_WAIT_S:
-                    raise ApiClientError(0, f"cannot reach the tacc_hub service at {self.url}: {exc}") from None
+                    raise self._unreachable(exc) from None
                 time.sleep(0.5)
-            except (http.client.HTTPException, ConnectionError):
+            except (http.client.HTTPException, ConnectionError) as exc:
+                if not streamed or (down_since is not None and time.monotonic() - down_since > RESTART_WAIT_S):
+                    raise self._unreachable(exc) from None
                 if down_since is None:
                     down_since = time.monotonic()
                 continue  # the stream broke: reconnect and resume from the last offset
+            except OSError as exc:  # no such host, no route, ...
+                raise self._unreachable(exc) from None
             finally:
                 conn.close()
 
@@ -182,7 +267,7 @@ class TaccClient:
             self._request("HEAD", f"/api/code/{digest}")
             return True
         except ApiClientError as exc:
-            if exc.status == 404:
+            if exc.status == 404 and not isinstance(exc, WrongUrlError):
                 return False
             raise
 
@@ -195,6 +280,10 @@ class TaccClient:
 
     def health(self) -> dict[str, Any]:
         return self._json("GET", "/api/health")
+
+    def whoami(self) -> dict[str, Any]:
+        """The caller as the service sees them: user, admin, via."""
+        return self._json("GET", "/api/whoami")
 
     # quotas (admin routes answer 403 to others)
     def my_quota(self, user: str | None = None) -> dict[str, Any]:

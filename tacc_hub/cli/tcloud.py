@@ -4,8 +4,13 @@ Commands: init, submit, spec, ps, show, logs, cancel, download, schema, cluster.
 The service URL and token come from --url/--token, TACC_URL/TACC_TOKEN (or
 JupyterHub's JUPYTERHUB_API_TOKEN), or ~/.config/tacc/config.yaml (see
 ``tacc_hub.cli.settings``). Exit status: 0 on success; 1 on an API or input
-error (the message names the field at fault); ``logs -f`` and ``submit -f``
-exit 0 only if the task SUCCEEDED.
+error (the message names the field, or the option, at fault); ``logs -f`` and
+``submit -f`` exit 0 only if the task SUCCEEDED.
+
+Output in a pipe is never cut to a terminal's width: launch scripts, specs and
+JSON are written raw (not through rich), human lines do not wrap, and tables
+become plain columns. Notes for the user (a task still waiting, ``-a`` without
+admin rights) go to stderr, so stdout stays what was asked for.
 
 Heavy modules are imported inside the commands so that ``tcloud ps`` starts fast.
 """
@@ -26,10 +31,11 @@ if TYPE_CHECKING:
     from tacc_hub.client import TaccClient
 
 
-def _console() -> Any:
+def _console(stderr: bool = False) -> Any:
     from rich.console import Console
 
-    return Console(highlight=False)
+    # soft_wrap: a long line (a digest, a reason) stays one line; a terminal may fold it, a pipe gets it whole.
+    return Console(highlight=False, soft_wrap=True, stderr=stderr)
 
 
 def _die(message: str, errors: list[dict[str, str]] | None = None) -> NoReturn:
@@ -39,42 +45,90 @@ def _die(message: str, errors: list[dict[str, str]] | None = None) -> NoReturn:
     sys.exit(1)
 
 
+def _note(message: str) -> None:
+    """Something the user should know that is not the output asked for: on stderr."""
+    click.echo(message, err=True)
+
+
 class Ctx:
-    def __init__(self, url: str | None, token: str | None) -> None:
-        self._url, self._token = url, token
+    def __init__(self, url: str | None, token: str | None, url_given_as: str | None = None) -> None:
+        self._url, self._token, self._given_as = url, token, url_given_as
         self._client: TaccClient | None = None
 
     @property
     def client(self) -> TaccClient:
         if self._client is None:
-            from tacc_hub.client import TaccClient
+            from tacc_hub.client import ApiClientError, TaccClient
 
-            from .settings import resolve
+            from .settings import SettingsError, resolve
 
-            url, token = resolve(self._url, self._token)
-            self._client = TaccClient(url, token)
+            try:
+                url, token = resolve(self._url, self._token)
+                self._client = TaccClient(url, token)
+            except SettingsError as exc:
+                _die(str(exc))
+            except ApiClientError as exc:
+                _api_error(exc)
         return self._client
 
+    def url_origin(self) -> str:
+        from .settings import url_origin
 
-def _call(fn: Any, *args: Any, **kw: Any) -> Any:
+        return url_origin(self._given_as)
+
+
+def _api_error(exc: Exception, options: dict[str, str] | None = None) -> NoReturn:
+    """Report an API error once: the service's message, or, when it only repeats its field errors, those."""
+    from tacc_hub.client import URL_HINT, ApiClientError, WrongUrlError
+
+    assert isinstance(exc, ApiClientError)
+    errors = [dict(e) for e in exc.errors if isinstance(e, dict)]
+    for e in errors:  # a field set by an option (--gpus) is named with it
+        opt = next((o for d, o in (options or {}).items()
+                    if e.get("field") == d or str(e.get("field", "")).startswith(d + ".")), None)
+        if opt:
+            e["field"] = f"{e.get('field')} ({opt})"
+    message = exc.message
+    if errors and all(str(e.get("message", "")) in message for e in exc.errors):
+        message = "the service refused the task" if exc.status == 422 else "the service refused the request"
+    if exc.status == 0 or isinstance(exc, WrongUrlError):  # the message names the URL and what it answered
+        message = message.replace(f"; {URL_HINT}", "")
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None and isinstance(ctx.find_root().obj, Ctx):
+            message += f"\n  the URL came from {ctx.find_root().obj.url_origin()}"
+        message += f"\n  {URL_HINT}"
+    elif exc.status:
+        message += f" (HTTP {exc.status})"
+    _die(message + (":" if errors else ""), errors)
+
+
+def _call(fn: Any, *args: Any, options: dict[str, str] | None = None, **kw: Any) -> Any:
     from tacc_hub.client import ApiClientError
 
     try:
         return fn(*args, **kw)
     except ApiClientError as exc:
-        _die(exc.message if exc.status == 0 else f"{exc.message} (HTTP {exc.status})", exc.errors)
+        _api_error(exc, options)
 
 
-def _load_spec(path: str, overrides: dict[str, Any]) -> tuple[Any, Path]:
+def _load_spec(path: str, kw: dict[str, Any]) -> tuple[Any, Path]:
     from tacc_hub.schema import SpecError
 
     from . import taskfile
 
+    overrides, options = _overrides(kw)
     try:
-        spec, base = taskfile.load(path)
-        return taskfile.with_overrides(spec, overrides), base
+        return taskfile.load(path, overrides, options)
+    except taskfile.OptionError as exc:
+        for opt, message in exc.errors:
+            click.echo(f"error: bad option {opt}: {message}", err=True)
+        if exc.file_errors:
+            click.echo(f"error: the task file {path} is invalid too:", err=True)
+            for f, m in exc.file_errors:
+                click.echo(f"  {f or '(document)'}: {m}", err=True)
+        sys.exit(1)
     except SpecError as exc:
-        _die("the task file is invalid", [{"field": f, "message": m} for f, m in exc.errors])
+        _die(f"the task file {path} is invalid:", [{"field": f, "message": m} for f, m in exc.errors])
     except OSError as exc:
         _die(str(exc))
 
@@ -97,7 +151,10 @@ def _snapshot(spec: Any, base: Path) -> tuple[Any, bytes | None]:
 @click.pass_context
 def cli(ctx: click.Context, url: str | None, token: str | None) -> None:
     """Submit, follow and manage tasks on a tacc_hub GPU cluster."""
-    ctx.obj = Ctx(url, token)
+    source = ctx.get_parameter_source("url")
+    given_as = {click.core.ParameterSource.COMMANDLINE: "--url",
+                click.core.ParameterSource.ENVIRONMENT: "TACC_URL"}.get(source) if source else None
+    ctx.obj = Ctx(url, token, given_as)
 
 
 @cli.command()
@@ -134,12 +191,21 @@ def overrides_option(fn: Any) -> Any:
     return fn
 
 
-def _overrides(kw: dict[str, Any]) -> dict[str, Any]:
-    keys = {"name": "name", "nodes": "resources.nodes", "gpus": "resources.gpus_per_node",
-            "tasks_per_node": "resources.tasks_per_node", "cpus": "resources.cpus_per_task",
-            "memory": "resources.memory", "time_limit": "resources.time_limit", "partition": "resources.partition",
-            "runtime": "runtime.kind", "qos": "qos.class"}
-    return {keys[k]: v for k, v in kw.items() if k in keys and v is not None}
+# keyword -> (field it overrides, option as typed)
+_OVERRIDE_FIELDS = {
+    "name": ("name", "--name"), "nodes": ("resources.nodes", "--nodes"),
+    "gpus": ("resources.gpus_per_node", "--gpus"), "tasks_per_node": ("resources.tasks_per_node", "--tasks-per-node"),
+    "cpus": ("resources.cpus_per_task", "--cpus"), "memory": ("resources.memory", "--memory"),
+    "time_limit": ("resources.time_limit", "--time"), "partition": ("resources.partition", "--partition"),
+    "runtime": ("runtime.kind", "--runtime"), "qos": ("qos.class", "--qos"),
+}
+
+
+def _overrides(kw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The overrides given (field -> value) and how each was typed (field -> "--time 5x")."""
+    given = {k: v for k, v in kw.items() if k in _OVERRIDE_FIELDS and v is not None}
+    return ({_OVERRIDE_FIELDS[k][0]: v for k, v in given.items()},
+            {_OVERRIDE_FIELDS[k][0]: f"{_OVERRIDE_FIELDS[k][1]} {v}" for k, v in given.items()})
 
 
 @cli.command()
@@ -151,25 +217,29 @@ def _overrides(kw: dict[str, Any]) -> dict[str, Any]:
 @click.pass_obj
 def submit(obj: Ctx, path: str, dry_run: bool, follow: bool, as_json: bool, **kw: Any) -> None:
     """Submit PATH (a directory, tacc.yaml or tuxiv.conf) as a task."""
-    spec, base = _load_spec(path, _overrides(kw))
+    spec, base = _load_spec(path, kw)
+    options = _overrides(kw)[1]
     spec, archive = _snapshot(spec, base)
     client = obj.client
     body = spec.model_dump(mode="json", by_alias=True)
     if dry_run:
-        out = _call(client.submit, body, dry_run=True)
+        out = _call(client.submit, body, dry_run=True, options=options)
         if as_json:
             click.echo(json.dumps(out, indent=2))
             return
         _print_plan(out)
         return
     if archive is not None and not _call(client.has_code, spec.code.digest):
-        from rich.progress import Progress, SpinnerColumn, TextColumn
-
-        with Progress(SpinnerColumn(), TextColumn("{task.description}"), transient=True,
-                      console=_console()) as prog:
-            prog.add_task(f"uploading code ({len(archive) / 1024:.0f} KiB)", total=None)
+        if not sys.stderr.isatty():  # a spinner only for a person watching
             _call(client.upload_code, spec.code.digest, archive)
-    task = _call(client.submit, body)
+        else:
+            from rich.progress import Progress, SpinnerColumn, TextColumn
+
+            with Progress(SpinnerColumn(), TextColumn("{task.description}"), transient=True,
+                          console=_console(stderr=True)) as prog:
+                prog.add_task(f"uploading code ({len(archive) / 1024:.0f} KiB)", total=None)
+                _call(client.upload_code, spec.code.digest, archive)
+    task = _call(client.submit, body, options=options)
     if as_json:
         click.echo(json.dumps(task, indent=2))
     else:
@@ -178,9 +248,13 @@ def submit(obj: Ctx, path: str, dry_run: bool, follow: bool, as_json: bool, **kw
         sys.exit(_follow(client, int(task["id"])))
 
 
-def _print_plan(out: dict[str, Any]) -> None:
-    from rich.syntax import Syntax
+def _raw(text: str) -> None:
+    """Machine-readable text (a script, a file) exactly as it is: no wrapping, no cropping, no markup."""
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
 
+
+def _print_plan(out: dict[str, Any]) -> None:
     con = _console()
     plan = out["plan"]
     con.print(f"[bold]task[/] {plan['name']}  [bold]digest[/] {out['digest']}")
@@ -193,9 +267,9 @@ def _print_plan(out: dict[str, Any]) -> None:
     con.print(f"[bold]features[/] {plan['features']}")
     for name, content in plan.get("files", {}).items():
         con.print(f"[bold]{name}[/]")
-        con.print(Syntax(content, "bash", line_numbers=False))
+        _raw(content)
     con.print("[bold]launch.sh[/]")
-    con.print(Syntax(plan["script"], "bash", line_numbers=False))
+    _raw(plan["script"])
 
 
 @cli.command()
@@ -203,7 +277,7 @@ def _print_plan(out: dict[str, Any]) -> None:
 @overrides_option
 def spec(path: str, **kw: Any) -> None:
     """Print the normalized spec of PATH as JSON, with its digest (code is snapshotted locally)."""
-    s, base = _load_spec(path, _overrides(kw))
+    s, base = _load_spec(path, kw)
     s, _ = _snapshot(s, base)
     click.echo(json.dumps({"digest": s.digest, "spec": s.model_dump(mode="json", by_alias=True)}, indent=2))
 
@@ -256,6 +330,10 @@ STATUS_STYLE = {"pending": "yellow", "starting": "cyan", "running": "green", "ca
 def ps(obj: Ctx, states: tuple[str, ...], all_users: bool, limit: int, as_json: bool, fancy: bool | None) -> None:
     """List tasks, newest first."""
     out = _call(obj.client.list, states=list(states) or None, limit=limit, all_users=all_users)
+    if all_users:
+        me = _call(obj.client.whoami)
+        if not me.get("admin"):
+            _note(f"note: only admins see every user's tasks (-a); these are yours ({me.get('user')})")
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
@@ -263,38 +341,44 @@ def ps(obj: Ctx, states: tuple[str, ...], all_users: bool, limit: int, as_json: 
             "REASON"]
     rows = []
     for t in out["tasks"]:
-        gpus = sum(len(n.get("gpus", [])) for n in (t.get("placement") or {}).get("nodes", []))
         queue = t.get("queue")
-        rows.append([str(t["id"]), t["name"], t["status"], *([t["owner"]] if all_users else []),
-                     str(gpus) if t.get("placement") else "-", _ago(t["submitted_at"]),
-                     _dur(t["started_at"], t["finished_at"]), str(queue["position"]) if queue else "-", _eta(queue),
-                     t.get("reason") or ""])
+        rows.append([str(t["id"]), t["name"], t["status"], *([t["owner"]] if all_users else []), _gpus(t),
+                     _ago(t["submitted_at"]), _dur(t["started_at"], t["finished_at"]),
+                     str(queue["position"]) if queue else "-", _eta(queue), t.get("reason") or ""])
     more = f"{len(out['tasks'])} of {out['total']} shown (use -n)" if out["total"] > len(out["tasks"]) else ""
+    _table(cols, rows, fancy, wrap="REASON", styled="STATUS")
+    if more:
+        _note(more)
+
+
+def _gpus(t: dict[str, Any]) -> str:
+    """GPUs a task holds (its placement) or, before it has one, the GPUs it asked for."""
+    if t.get("placement"):
+        return str(sum(len(n.get("gpus", [])) for n in t["placement"].get("nodes", [])))
+    asked = t.get("gpus_requested")
+    return "-" if asked is None else str(asked)
+
+
+def _table(cols: list[str], rows: list[list[str]], fancy: bool | None, wrap: str = "", styled: str = "") -> None:
+    """A rich table on a terminal; plain aligned columns (no colour, nothing cut, no rich import) in a pipe."""
     if fancy is None:
         fancy = sys.stdout.isatty()
     if not fancy:
-        # Plain columns for scripts (awk, grep): no colour, no wrapping, and no rich import.
         widths = [max(len(c), *(len(r[i]) for r in rows)) if rows else len(c) for i, c in enumerate(cols)]
         for r in [cols, *rows]:
             line = "  ".join(v.ljust(w) for v, w in zip(r[:-1], widths[:-1], strict=True)) + "  " + r[-1]
             click.echo(line.rstrip())
-        if more:
-            click.echo(more, err=True)
         return
     from rich.table import Table
     from rich.text import Text
 
     table = Table(box=None, header_style="bold")
     for col in cols:
-        table.add_column(col, no_wrap=col != "REASON")
-    status_col = cols.index("STATUS")
+        table.add_column(col, no_wrap=col != wrap)
+    at = cols.index(styled) if styled in cols else -1
     for r in rows:
-        cells = [Text(v, style=STATUS_STYLE.get(v, "")) if i == status_col else Text(v) for i, v in enumerate(r)]
-        table.add_row(*cells)
-    con = _console()
-    con.print(table)
-    if more:
-        con.print(f"[dim]{more}[/]")
+        table.add_row(*[Text(v, style=STATUS_STYLE.get(v, "")) if i == at else Text(v) for i, v in enumerate(r)])
+    _console().print(table)
 
 
 @cli.command()
@@ -324,10 +408,29 @@ def show(obj: Ctx, task_id: int, as_json: bool) -> None:
     con.print(f"owner: {t['owner']}   digest: {t['digest']}")
     con.print(f"submitted {_ago(t['submitted_at'])}, ran {_dur(t['started_at'], t['finished_at'])}")
     if t.get("placement"):
-        con.print("placement: " + ", ".join(f"{n['node']}[{','.join(map(str, n['gpus']))}]"
-                                            for n in t["placement"]["nodes"]))
+        con.print("placement: " + ", ".join(
+            f"{n['node']} (GPUs {','.join(map(str, n['gpus']))})" if n.get("gpus") else f"{n['node']} (no GPUs)"
+            for n in t["placement"]["nodes"]))
+    elif t.get("gpus_requested") is not None:
+        con.print(f"asks for: {t['gpus_requested']} GPU(s)")
     con.print("[bold]spec[/]")
-    click.echo(yaml.safe_dump(t.get("spec"), sort_keys=False).rstrip())
+    # width: PyYAML folds long strings at 80 columns by default; the spec is printed as it is.
+    _raw(yaml.safe_dump(t.get("spec"), sort_keys=False, width=1 << 30))
+
+
+def _waiting(t: dict[str, Any]) -> str | None:
+    """Why a task has no output yet, if it has not started: its queue position, reason and start estimate."""
+    if t["status"] == "starting":
+        return f"task {t['id']} is starting (its environment is being prepared)"
+    if t["status"] != "pending":
+        return None
+    queue = t.get("queue") or {}
+    parts = [f"position {queue['position']} in the queue"] if queue.get("position") else []
+    if t.get("reason"):
+        parts.append(str(t["reason"]))
+    if queue:
+        parts.append("start time unknown" if queue.get("estimated_start") is None else f"starts {_eta(queue)}")
+    return f"task {t['id']} is waiting to start" + (f" ({'; '.join(parts)})" if parts else "")
 
 
 def _follow(client: TaccClient, task_id: int, offset: int = 0) -> int:
@@ -353,17 +456,26 @@ def _follow(client: TaccClient, task_id: int, offset: int = 0) -> int:
 @click.option("--offset", default=0, help="Start at this byte offset.")
 @click.pass_obj
 def logs(obj: Ctx, task_id: int, follow: bool, offset: int) -> None:
-    """Print a task's output (stdout and stderr)."""
+    """Print a task's output (stdout and stderr); a task that has not started says so on stderr."""
     client = obj.client
     if follow:
+        why = _waiting(_call(client.show, task_id))
+        if why:
+            _note(f"{why}: following its output once it starts (Ctrl-C stops following, not the task)")
         sys.exit(_follow(client, task_id, offset))
+    wrote = False
     while True:
         chunk = _call(client.logs, task_id, offset)
         sys.stdout.write(chunk["data"])
+        wrote = wrote or bool(chunk["data"])
         if chunk["next_offset"] == offset:
             break
         offset = chunk["next_offset"]
     sys.stdout.flush()
+    if not wrote:
+        why = _waiting(_call(client.show, task_id))
+        if why:
+            _note(f"{why}: no output yet (use -f to wait for it)")
 
 
 @cli.command()
@@ -381,17 +493,36 @@ def cancel(obj: Ctx, task_ids: tuple[int, ...]) -> None:
 @click.argument("dest", required=False, type=click.Path())
 @click.pass_obj
 def download(obj: Ctx, task_id: int, dest: str | None) -> None:
-    """Download a task's outputs and log into DEST (default ./task-ID)."""
+    """Download a task's outputs and log into DEST (default ./task-ID).
+
+    DEST gets ``output.log`` and each of the task's ``outputs`` at the path it had in the
+    task's working directory (``outputs: [results]`` gives DEST/results/...).
+    """
     import io
     import tarfile
 
+    from tacc_hub.safetar import safe_extractall
+
     data = _call(obj.client.outputs, task_id)
     target = Path(dest or f"task-{task_id}")
-    target.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        names = tar.getnames()
-        tar.extractall(target, filter="data")
-    click.echo(f"{len(names)} file(s) in {target}")
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+            members = tar.getmembers()
+            for m in members:
+                m.name = _local_name(m.name)
+            safe_extractall(tar, target)
+    except (OSError, tarfile.TarError) as exc:
+        _die(f"cannot unpack task {task_id}'s outputs into {target}: {exc}")
+    click.echo(f"{sum(m.isreg() for m in members)} file(s) in {target}")
+
+
+def _local_name(name: str) -> str:
+    """The service archives output X as ``outputs/X``: put it back at X, unless it would clash with the log."""
+    rel = name[len("outputs/"):] if name.startswith("outputs/") else ""
+    if not rel or rel in (".", "output.log") or rel.startswith(("output.log/", "./")):
+        return name
+    return rel
 
 
 @cli.command()
@@ -411,20 +542,15 @@ def cluster(obj: Ctx, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
-    from rich.table import Table
-
-    table = Table(box=None, header_style="bold")
-    for col in ("NODE", "GPUS", "USED", "FREE", "SWITCH", "STATE", "TASKS"):
-        table.add_column(col)
+    rows = []
     for n in out["nodes"]:
         state = n.get("state") or "up"
         if not n.get("schedulable", True):
             state += " (no new tasks)"
-        table.add_row(n["name"], str(n["gpus"]), str(n["gpus_used"]), str(n["gpus_free"]), n.get("switch", "0"),
-                      state, ",".join(map(str, n["tasks"])))
-    con = _console()
-    con.print(table)
-    con.print(f"{out['gpus_free']}/{out['gpus']} GPUs free, {out['pending']} pending, {out['running']} running")
+        rows.append([n["name"], str(n["gpus"]), str(n["gpus_used"]), str(n["gpus_free"]), str(n.get("switch", "0")),
+                     state, ",".join(map(str, n["tasks"]))])
+    _table(["NODE", "GPUS", "USED", "FREE", "SWITCH", "STATE", "TASKS"], rows, None, wrap="TASKS")
+    click.echo(f"{out['gpus_free']}/{out['gpus']} GPUs free, {out['pending']} pending, {out['running']} running")
 
 
 @cli.command()
