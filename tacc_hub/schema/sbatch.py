@@ -264,6 +264,9 @@ def parse_sbatch_located(options: Any) -> tuple[dict[str, Any], dict[str, str]]:
             raise SpecError.one(entry, str(exc)) from None
         origin.update({k: entry for k, v in acc.items() if k not in before or before[k] != v})
     _tasks_and_gpus(acc, origin)
+    if acc.get("notify.events") == [] and "notify.email" not in acc:  # mail-type=NONE alone: no notify at all
+        del acc["notify.events"]
+        origin.pop("notify.events", None)
     return acc, origin
 
 

@@ -231,6 +231,7 @@ def test_mail_options_become_notify() -> None:
     assert (spec.notify.email, spec.notify.events) == ("ada@example.org", ["start", "end"])
     assert general("mail-type=ALL").notify.events == ["start", "end", "fail", "preempt"]  # type: ignore[union-attr]
     assert general("mail-type=TIME_LIMIT_90,REQUEUE").notify.events == ["preempt", "time_limit"]  # type: ignore[union-attr]
+    assert general("mail-type=NONE").notify is None
 
 
 @pytest.mark.parametrize(
