@@ -255,18 +255,20 @@ def _raw(text: str) -> None:
 
 
 def _print_plan(out: dict[str, Any]) -> None:
+    from rich.markup import escape as e  # values are text, not markup: "[x]" in a name stays
+
     con = _console()
     plan = out["plan"]
-    con.print(f"[bold]task[/] {plan['name']}  [bold]digest[/] {out['digest']}")
+    con.print(f"[bold]task[/] {e(plan['name'])}  [bold]digest[/] {out['digest']}")
     r = plan["resources"]
     con.print(f"[bold]resources[/] {r['nodes']} node(s) x {r['gpus_per_node']} GPU(s), "
               f"{r['tasks_per_node']} task(s)/node x {r['cpus_per_task']} CPU(s), time {r['time_limit']} s")
     env = plan["env"]
-    con.print(f"[bold]runtime[/] {plan['runtime']}  [bold]env[/] {env['kind']} {env['digest'][:16]} "
+    con.print(f"[bold]runtime[/] {e(str(plan['runtime']))}  [bold]env[/] {env['kind']} {env['digest'][:16]} "
               f"({len(env.get('requirements') or [])} requirement(s))")
-    con.print(f"[bold]features[/] {plan['features']}")
+    con.print(f"[bold]features[/] {e(str(plan['features']))}")
     for name, content in plan.get("files", {}).items():
-        con.print(f"[bold]{name}[/]")
+        con.print(f"[bold]{e(name)}[/]")
         _raw(content)
     con.print("[bold]launch.sh[/]")
     _raw(plan["script"])
@@ -392,25 +394,26 @@ def show(obj: Ctx, task_id: int, as_json: bool) -> None:
         click.echo(json.dumps(t, indent=2))
         return
     import yaml
+    from rich.markup import escape as e
 
     con = _console()
     st = t["status"]
-    con.print(f"[bold]task {t['id']}[/] {t['name']}  [{STATUS_STYLE.get(st, '')}]{st}[/]"
+    con.print(f"[bold]task {t['id']}[/] {e(t['name'])}  [{STATUS_STYLE.get(st, '')}]{st}[/]"
               + (f"  exit {t['exit_code']}" if t.get("exit_code") is not None else ""))
     if t.get("reason"):
-        con.print(f"reason: {t['reason']}")
+        con.print(f"reason: {e(t['reason'])}")
     queue = t.get("queue")
     if queue:
         at = queue.get("estimated_start")
         when = "unknown" if at is None else (
             f"{_eta(queue)} (about {time.strftime('%Y-%m-%d %H:%M', time.localtime(at))})")
         con.print(f"queue: position {queue['position']}, estimated start {when}")
-    con.print(f"owner: {t['owner']}   digest: {t['digest']}")
+    con.print(f"owner: {e(t['owner'])}   digest: {t['digest']}")
     con.print(f"submitted {_ago(t['submitted_at'])}, ran {_dur(t['started_at'], t['finished_at'])}")
     if t.get("placement"):
-        con.print("placement: " + ", ".join(
+        con.print("placement: " + e(", ".join(
             f"{n['node']} (GPUs {','.join(map(str, n['gpus']))})" if n.get("gpus") else f"{n['node']} (no GPUs)"
-            for n in t["placement"]["nodes"]))
+            for n in t["placement"]["nodes"])))
     elif t.get("gpus_requested") is not None:
         con.print(f"asks for: {t['gpus_requested']} GPU(s)")
     con.print("[bold]spec[/]")
