@@ -292,3 +292,37 @@ def test_tacc_yaml_fields_are_checked_too() -> None:
         spec_from_data({**base, "user_log_file": "../x.log"})
     spec = load_tacc_yaml("name: t\nentrypoint: [x]\nnotify: {email: a@example.org, events: [end, start, end]}\n")
     assert spec.notify is not None and spec.notify.events == ["start", "end"]  # one canonical order
+
+
+# --- positions come from the same safe loader -------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("entrypoint: &e [x]\ndatasets: *e\n", "aliases"),
+        ("base: &b {a: 1}\njob:\n  <<: *b\n", "aliases"),
+        ("job: {name: a, name: b}\nentrypoint: [x]\n", "duplicate key"),
+        ("entrypoint: " + "[" * 100 + "]" * 100 + "\n", "nested deeper"),
+        ("!!python/object/apply:os.system ['touch PWNED']\n", "not valid YAML"),
+        ("entrypoint: [x]\n---\nentrypoint: [y]\n", "exactly one YAML document"),
+    ],
+)
+def test_located_loading_refuses_what_plain_loading_refuses(text: str, words: str) -> None:
+    from tacc_hub.schema.yamlsafe import load_yaml_located
+
+    with pytest.raises(SpecError, match=words):
+        load_yaml_located(text, "tuxiv.conf")
+    with pytest.raises(SpecError, match=words):
+        load_tuxiv(text)
+
+
+def test_positions_are_lines_of_keys_and_items() -> None:
+    from tacc_hub.schema.yamlsafe import load_yaml_located
+
+    doc = load_yaml_located(LINES)
+    assert doc.value["job"]["general"] == ["nodes=1", "foo=2"]
+    assert doc.line(("job",)) == 6 and doc.line(("job", "general")) == 8
+    assert doc.line(("job", "general", 1)) == 10
+    assert doc.line(("job", "general", 7)) == 8  # no such item: the nearest enclosing place
+    assert doc.raw[("entrypoint", 1)] == "--epochs=3"
