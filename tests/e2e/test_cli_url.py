@@ -102,3 +102,14 @@ def test_nothing_listening_names_the_url_and_where_it_came_from(tmp_path):
 def test_a_url_that_is_not_one_is_explained():
     assert_explained(run(["ps"], "127.0.0.1:8765"), "not an http(s) URL", "'127.0.0.1:8765'", HINT)
     assert_explained(run(["ps"], "http://127.0.0.1:87x5"), "'http://127.0.0.1:87x5'", "port")
+
+
+def test_without_any_url_the_message_says_the_default_was_used(monkeypatch, tmp_path):
+    from tacc_hub.cli.settings import DEFAULT_URL, url_origin
+
+    monkeypatch.delenv("TACC_URL", raising=False)
+    config = tmp_path / "none.yaml"
+    monkeypatch.setenv("TACC_CONFIG", str(config))
+    assert url_origin(None) == f"the default ({DEFAULT_URL}: TACC_URL is not set, nor `url` in {config})"
+    monkeypatch.setenv("TACC_URL", "http://x:1")
+    assert url_origin(None) == "TACC_URL"
