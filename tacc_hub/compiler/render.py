@@ -8,6 +8,7 @@ is checked against golden files in ``tests/golden``.
 
 from __future__ import annotations
 
+import re
 import shlex
 
 from .plan import Arg, EnvPlan, EnvRef, NodeLaunch
@@ -29,6 +30,20 @@ def _env_lines(env: EnvPlan) -> list[str]:
     return [f"export CONDA_PREFIX={q(env.path)}", 'export PATH="$CONDA_PREFIX/bin:$PATH"']
 
 
+def _with_task_id(path: str) -> str:
+    """``path`` as a shell word, sbatch's ``%j`` as the task id and ``%%`` as ``%`` (TACC's default log is
+    ``${TACC_SLURM_USERLOG}/slurm-%j.out``: one file per job, not one shared by all)."""
+    words, literal = [], ""
+    for part in re.split(r"(%%|%j)", path):
+        if part == "%j":
+            words += [q(literal)] if literal else []
+            words.append('"${TACC_TASK_ID}"')
+            literal = ""
+        else:
+            literal += "%" if part == "%%" else part
+    return "".join(words + ([q(literal)] if literal else []))
+
+
 def _user_log_lines(path: str) -> list[str]:
     """Tee the task's output into ``${TACC_USERDIR}/path`` as well, unless that resolves outside the directory.
 
@@ -39,7 +54,7 @@ def _user_log_lines(path: str) -> list[str]:
     return [
         "tacc_log=''  # user_log_file: the output also goes to a file in ${TACC_USERDIR}",
         'if tacc_root="$(realpath -e -- "${TACC_USERDIR}")"; then',
-        f'  tacc_log="$(realpath -m -- "${{tacc_root}}"/{rel})"',
+        f'  tacc_log="$(realpath -m -- "${{tacc_root}}"/{_with_task_id(path)})"',
         '  case "${tacc_log}" in "${tacc_root}"/*) ;; *) tacc_log="" ;; esac',
         "fi",
         'if [ -n "${tacc_log}" ] && mkdir -p -- "$(dirname -- "${tacc_log}")"; then',

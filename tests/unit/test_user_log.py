@@ -81,3 +81,12 @@ def test_paths_leaving_the_directory_are_refused(spec: SpecFactory, path: str) -
 
 def test_no_user_log_no_tee(spec: SpecFactory, site: SiteProfile) -> None:
     assert "tee" not in compile_task(spec(), site).script
+
+
+@pytest.mark.parametrize(("path", "written"), [("slurm_log/slurm-%j.out", "slurm_log/slurm-1.out"),
+                                               ("run-%j-%%j.log", "run-1-%j.log")])
+def test_sbatch_job_id_pattern_is_the_task_id(
+    spec: SpecFactory, site: SiteProfile, tmp_path: Path, path: str, written: str
+) -> None:
+    run(compile_task(tuxiv_like(spec, path), site), tmp_path)  # TACC_TASK_ID=1
+    assert "out-line" in (tmp_path / "user" / written).read_text()
