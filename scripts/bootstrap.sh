@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
 say() { echo "bootstrap: $*" >&2; }
-took() { say "$1 took $((SECONDS - t_step)) s"; t_step=$SECONDS; }  # each step's time, for fresh-check.sh's record
+took() { [ $((SECONDS - t_step)) -lt 2 ] || say "$1 took $((SECONDS - t_step)) s"; t_step=$SECONDS; }  # slow steps' times
 t_step=$SECONDS
 
 TORCH_VERSION=2.13.0

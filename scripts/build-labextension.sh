@@ -7,7 +7,8 @@
 #   scripts/build-labextension.sh --test       install the JS dependencies and run the jest suite
 #   scripts/build-labextension.sh --check      exit 1 when the committed bundle is not built from these sources
 #
-# Installs Debian's nodejs and npm with apt when `node` is missing. jlpm (JupyterLab's yarn) comes
+# Installs Debian's nodejs and npm with apt when `node` is missing (as root, or through sudo;
+# otherwise it stops and prints the command to run as root). jlpm (JupyterLab's yarn) comes
 # with the jupyterlab Python package (.venv/bin after scripts/bootstrap.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,8 @@ EXT=labextension
 OUT=tacc_hub/labextension
 HASH_FILE=$OUT/source-hash.txt
 [ -d .venv/bin ] && export PATH="$ROOT/.venv/bin:$PATH"
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 
 source_hash() {
   (cd "$EXT" && find package.json .yarnrc.yml tsconfig.json install.json src style -type f | LC_ALL=C sort \
@@ -23,11 +26,7 @@ source_hash() {
 }
 
 ensure_node() {
-  if ! command -v node >/dev/null 2>&1; then
-    echo "build-labextension: installing Node.js (Debian packages nodejs npm)"
-    if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null
-    else sudo apt-get update -qq && sudo apt-get install -y -qq nodejs npm >/dev/null; fi
-  fi
+  command -v node >/dev/null 2>&1 || apt_install "(Node.js, to build the Lab panel)" nodejs npm
   command -v jlpm >/dev/null 2>&1 || { echo "build-labextension: jlpm not found (pip install jupyterlab)" >&2; exit 1; }
 }
 

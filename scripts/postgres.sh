@@ -9,7 +9,8 @@
 #
 # Both are idempotent. The server runs as the "postgres" OS user when called as root (initdb
 # refuses root), as the caller otherwise. The newest /usr/lib/postgresql/*/bin is used; when
-# none is installed, the script installs Debian's "postgresql" package with apt-get.
+# none is installed, the script installs Debian's "postgresql" package with apt-get (as root, or
+# through sudo; otherwise it stops and prints the command to run as root).
 # Everything but the URL goes to stderr; the server log is DIR/postgres.log.
 set -euo pipefail
 
@@ -21,12 +22,10 @@ pg_bin() { { ls -d /usr/lib/postgresql/*/bin 2>/dev/null || true; } | sort -V | 
 ensure_installed() {
   BIN=$(pg_bin)
   if [[ -n "$BIN" && -x "$BIN/initdb" ]]; then return; fi
-  echo "postgres.sh: PostgreSQL not found; installing it with apt-get" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  if ! apt-get install -y --no-install-recommends postgresql >&2; then
-    apt-get update >&2
-    apt-get install -y --no-install-recommends postgresql >&2
-  fi
+  LIB_NAME=postgres.sh
+  # shellcheck source=scripts/lib.sh
+  . "$(dirname "$0")/lib.sh"
+  apt_install "(PostgreSQL was not found)" postgresql
   BIN=$(pg_bin)
   [[ -n "$BIN" && -x "$BIN/initdb" ]] || die "PostgreSQL is still missing after apt-get install"
 }

@@ -77,7 +77,9 @@ case "$CMD" in
 esac
 
 if [[ $(id -u) -ne 0 ]]; then
-  command -v sudo >/dev/null || die "must run as root (slurmd runs jobs as their users) and sudo is missing"
+  command -v sudo >/dev/null || die "must run as root (slurmd runs jobs as their users; missing Debian packages
+  ${PACKAGES[*]} are installed with apt-get), and sudo is not installed. As root, run:
+    $0 $CMD ${NODE_ARG[*]:+${NODE_ARG[*]} }--state-dir $DIR"
   exec sudo --preserve-env=TACC_SLURM_DIR,TACC_SLURM_PORT_BASE,TACC_SLURM_UP_TIMEOUT "$0" "$CMD" ${NODE_ARG[@]+"${NODE_ARG[@]}"} --state-dir "$DIR"
 fi
 

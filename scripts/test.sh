@@ -8,24 +8,15 @@ cd "$(dirname "$0")/.."
 ./scripts/bootstrap.sh
 export PATH="$PWD/.venv/bin:$PATH"
 
-if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
-  echo "test: installing PostgreSQL (Debian package) for the store tests"
-  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq postgresql >/dev/null
-  else sudo apt-get update -qq && sudo apt-get install -y -qq postgresql >/dev/null; fi
-fi
-
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_install "for the store tests" postgresql
 if ! command -v slurmctld >/dev/null || ! command -v slurmdbd >/dev/null || ! command -v mariadbd >/dev/null \
    || ! command -v munged >/dev/null; then
-  echo "test: installing Slurm, munge, MariaDB (Debian packages) for the Slurm dev cluster tests"
-  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq slurm-wlm munge slurmdbd mariadb-server >/dev/null
-  else sudo apt-get update -qq && sudo apt-get install -y -qq slurm-wlm munge slurmdbd mariadb-server >/dev/null; fi
+  apt_install "for the Slurm dev cluster tests" slurm-wlm munge slurmdbd mariadb-server
 fi
-
-if ! [ -x /usr/bin/chromium ]; then
-  echo "test: installing Chromium (Debian package) for the browser tests (Playwright drives it; no download)"
-  if [ "$(id -u)" = 0 ]; then apt-get update -qq && apt-get install -y -qq chromium >/dev/null
-  else sudo apt-get update -qq && sudo apt-get install -y -qq chromium >/dev/null; fi
-fi
+# Playwright drives Debian's Chromium: no browser download
+[ -x /usr/bin/chromium ] || apt_install "for the browser tests" chromium
 
 echo "== ruff";  ruff check .
 echo "== mypy";  mypy
