@@ -287,8 +287,8 @@ class TaskSpec(Model):
     user_log_file: UserDirPath | None = Field(
         None, exclude_if=lambda v: v is None,
         description="Also write the task's output, as it runs, to this path in the owner's persistent "
-                    "directory (TACC_USERDIR), e.g. logs/run.log; it must stay inside that directory "
-                    "(no '..', no symbolic link out of it).",
+                    "directory (TACC_USERDIR), e.g. logs/run-%j.log (%j: the task id); it must stay inside "
+                    "that directory (no '..', no symbolic link out of it).",
     )
     notify: Notify | None = Field(
         None, exclude_if=lambda v: v is None,
