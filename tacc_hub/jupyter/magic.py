@@ -33,8 +33,9 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from tacc_hub.client import ApiClientError
 
 from .capture import CaptureError, capture, client_from_env, submit_captured
-from .monitor import TaskMonitor, describe_queue
+from .monitor import TaskMonitor
 from .session import ServerSession, find_server
+from .taskline import detail, status_line
 
 
 class _Parser(argparse.ArgumentParser):
@@ -194,9 +195,7 @@ class TaccMagics(Magics):
                 self._ps(_api(client.list, states=ns.state or None, limit=ns.limit))
             elif ns.cmd == "show":
                 t = _api(client.show, ns.task_id)
-                print(f"task {t['id']} {t['name']}: {t['status']}{' ' + t['reason'] if t.get('reason') else ''}")
-                if t.get("queue"):
-                    print(f"queue: {describe_queue(t['queue'])}")
+                print(f"task {t['id']} {t['name']}: {status_line(t)}")
             elif ns.cmd == "logs":
                 self._logs(client, ns.task_id, ns.follow)
             elif ns.cmd == "cancel":
@@ -218,7 +217,7 @@ class TaccMagics(Magics):
             print(f"note: {note}", file=sys.stderr)
         with client_from_env() as client:
             task = _api(submit_captured, client, cap)
-        print(f"submitted task {task['id']} ({task['name']}, spec {task['digest'][:12]}): {task['status']}")
+        print(f"submitted task {task['id']} ({task['name']}, spec {task['digest'][:12]}): {status_line(task)}")
         if ns.no_monitor:
             return None
         try:
@@ -226,8 +225,6 @@ class TaccMagics(Magics):
         except ImportError:
             monitor = None
         if monitor is None or not monitor.start():
-            if task.get("queue"):
-                print(f"queue: {describe_queue(task['queue'])}")
             print(f"follow it with: %tacc logs {task['id']} -f")
             return None
         return monitor
@@ -240,8 +237,7 @@ class TaccMagics(Magics):
             return
         print(f"{'ID':>6}  {'STATUS':<10}  {'NAME':<24}  QUEUE / REASON")
         for t in tasks:
-            extra = describe_queue(t.get("queue")) if t["status"] == "pending" else (t.get("reason") or "")
-            print(f"{t['id']:>6}  {t['status']:<10}  {t['name'][:24]:<24}  {extra}")
+            print(f"{t['id']:>6}  {t['status']:<10}  {t['name'][:24]:<24}  {detail(t)}")
 
     @staticmethod
     def _logs(client: Any, task_id: int, follow: bool) -> None:

@@ -1,5 +1,9 @@
 """An ipywidgets monitor of one task: state, queue position and estimated start, log tail, cancel.
 
+The state line is ``taskline.status_line`` (as the magic prints it); the log box shows the log's
+last lines (``TAIL_LINES``, all it holds, so never the head of a long log); Cancel goes once the
+task has ended.
+
 Updated by an asyncio task on the kernel's own event loop: widget values are only ever set
 on that loop's thread (ipykernel 7 drops comm messages sent from other threads); the blocking
 HTTP calls run in the loop's thread pool and are awaited. Without a running loop (plain
@@ -10,36 +14,24 @@ from __future__ import annotations
 
 import asyncio
 import html
-import time
 from collections.abc import Callable
 from typing import Any
 
+from .taskline import queue_line, status_line
+
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "lost"})
-TAIL_CHARS = 4000
+TAIL_CHARS = 64 * 1024  # kept in ``log``
+TAIL_LINES = 12  # shown: as many as the box holds, so what it shows is the log's end
 
 
 def describe_queue(queue: dict[str, Any] | None, now: float | None = None) -> str:
-    """``position 2, starts in 3m (reason)`` for a waiting task; "" for others."""
-    if not queue:
-        return ""
-    parts = []
-    if queue.get("position") is not None:
-        parts.append(f"position {queue['position']}")
-    est = queue.get("estimated_start")
-    if est is None:
-        parts.append("start time unknown")
-    else:
-        d = est - (now if now is not None else time.time())
-        if d < 1:
-            parts.append("starts now")
-        else:
-            for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-                if d >= size:
-                    parts.append(f"starts in {int(d // size)}{unit}")
-                    break
-    if queue.get("reason"):
-        parts.append(f"({queue['reason']})")
-    return ", ".join(parts)
+    """The queue line of ``taskline`` (kept under this name for callers of older versions)."""
+    return queue_line(queue, now)
+
+
+def tail(text: str, lines: int = TAIL_LINES) -> str:
+    """The last ``lines`` lines of ``text``."""
+    return "\n".join(text.rstrip("\n").split("\n")[-lines:]) if text else ""
 
 
 class TaskMonitor:
@@ -59,20 +51,22 @@ class TaskMonitor:
         self.done = False
         self._task: asyncio.Task[None] | None = None
         self.title = w.HTML()
-        self.queue = w.Label()
-        self.log_view = w.Textarea(layout=w.Layout(width="100%", height="12em"), disabled=True)
+        self.note = w.Label()  # a failed cancel, a stopped monitor
+        self.log_view = w.Textarea(rows=TAIL_LINES, layout=w.Layout(width="100%"), disabled=True)
         self.cancel_button = w.Button(description="Cancel", button_style="danger", icon="stop")
         self.cancel_button.on_click(self._on_cancel)
-        self.widget = w.VBox([w.HBox([self.title, self.cancel_button]), self.queue, self.log_view])
+        self.widget = w.VBox([w.HBox([self.title, self.cancel_button]), self.note, self.log_view])
+        self.task: dict[str, Any] = {}
         self._show(task)
 
     def _show(self, task: dict[str, Any]) -> None:
+        self.task = task
         self.status = str(task.get("status", self.status))
-        reason = task.get("reason") or ""
-        self.title.value = (f"<b>task {self.task_id}</b> {html.escape(self.name)}: <code>{html.escape(self.status)}"
-                            f"</code>{' ' + html.escape(str(reason)) if reason else ''}")
-        self.queue.value = describe_queue(task.get("queue")) if self.status == "pending" else ""
+        self.title.value = (f"<b>task {self.task_id}</b> {html.escape(self.name)}: "
+                            f"{html.escape(status_line({**task, 'status': self.status}))}")
         self.cancel_button.disabled = self.status in TERMINAL or self.status == "cancelling"
+        if self.status in TERMINAL:
+            self.cancel_button.layout.display = "none"  # nothing left to cancel
 
     def _on_cancel(self, _button: Any) -> None:
         self.cancel_button.disabled = True
@@ -80,7 +74,7 @@ class TaskMonitor:
             with self._client_factory() as client:
                 self._show(client.cancel(self.task_id))
         except Exception as exc:  # a failed cancel is shown, not raised into the comm handler
-            self.queue.value = f"cancel failed: {exc}"
+            self.note.value = f"cancel failed: {exc}"
             self.cancel_button.disabled = False
 
     async def update_once(self) -> bool:
@@ -90,7 +84,7 @@ class TaskMonitor:
         chunk = await loop.run_in_executor(None, lambda: self._client.logs(self.task_id, offset=self.offset))
         if chunk.get("data"):
             self.log = (self.log + chunk["data"])[-TAIL_CHARS:]
-            self.log_view.value = self.log
+            self.log_view.value = tail(self.log)
         self.offset = int(chunk.get("next_offset", self.offset))
         self._show(task)
         self.done = self.status in TERMINAL and bool(chunk.get("eof", True))
@@ -101,7 +95,7 @@ class TaskMonitor:
             while await self.update_once():
                 await asyncio.sleep(self.interval)
         except Exception as exc:  # the monitor stops; the task goes on
-            self.queue.value = f"monitor stopped: {exc}"
+            self.note.value = f"monitor stopped: {exc}"
         finally:
             self._client.close()
 

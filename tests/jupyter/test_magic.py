@@ -92,3 +92,47 @@ def test_magic_user_errors_have_no_traceback(kernel):
         text = out["stdout"] + out["stderr"] + str(out["error"] or "")
         assert expect in text, (line, out)
         assert "Traceback" not in text, (line, out)
+
+
+def test_monitor_shows_the_log_tail_one_status_line_and_no_cancel_once_ended(kernel, service):
+    """Bug 7 (monitor): the log box showed the head of the log, the status repeated ("cancelled
+    cancelled"), the queue line had a stray comma, Cancel stayed after the end; the estimate is the
+    service's, the same as its task list (the Lab panel's route) gives."""
+    api = Api(service.url, service.token("magicuser"))
+    kernel.run("%load_ext tacc_hub")
+    (kernel.cwd / "many.py").write_text("for i in range(100):\n    print('line', i)\n")
+    (kernel.cwd / "hog.py").write_text("import time\nprint('hogging', flush=True)\ntime.sleep(300)\n")
+    out = kernel.run("mon = %tacc submit many.py\nmon")
+    tid = submitted_id(out)
+    assert api.wait_status(tid, {"succeeded", "failed"}, timeout=120)["status"] == "succeeded"
+    done = wait_for(lambda: kernel.run("print(mon.done)")["stdout"].strip() == "True", timeout=30, interval=0.5)
+    assert done
+    shown = kernel.run("print(repr(mon.log_view.value), mon.cancel_button.layout.display)")["stdout"]
+    assert "line 99" in shown and "'line 0\\n" not in shown and "line 87\\n" not in shown, shown
+    assert shown.strip().endswith("none"), shown  # no Cancel on an ended task
+
+    hog = submitted_id(kernel.run("%tacc submit hog.py --gpus 2 --time 10m --no-monitor"))
+    try:
+        api.wait_status(hog, {"running"}, timeout=60)
+        out = kernel.run("mon = %tacc submit many.py --gpus 1 --name waiter\nmon")
+        wid = submitted_id(out)
+
+        def same_estimate() -> str | None:
+            o = kernel.run("print(mon.task.get('queue') and mon.task['queue']['estimated_start']); "
+                           "print(mon.title.value)")["stdout"]
+            _, listing = api.call("GET", "/api/tasks")
+            mine = next(t for t in listing["tasks"] if t["id"] == wid)
+            est = (mine.get("queue") or {}).get("estimated_start")
+            return o if est is not None and o.split("\n")[0] == repr(est) else None
+
+        title = wait_for(same_estimate, timeout=30, interval=0.5).split("\n")[1]
+        assert re.search(r"pending: position \d+, starts in \d+[smhd] \(Resources", title), title
+        assert ", (" not in title, title
+
+        out = kernel.run("mon.cancel_button.click()")
+        assert api.wait_status(wid, {"cancelled"}, timeout=60)
+        ended = wait_for(lambda: (lambda o: o if "cancelled" in o else None)(
+            kernel.run("print(mon.done, mon.title.value, mon.cancel_button.layout.display)")["stdout"]), timeout=30)
+        assert ended.count("cancelled") == 1 and ended.strip().endswith("none"), ended
+    finally:
+        api.call("POST", f"/api/tasks/{hog}/cancel")

@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 
-from tacc_hub.jupyter.monitor import TaskMonitor, describe_queue
+from tacc_hub.jupyter.monitor import TaskMonitor
+from tacc_hub.jupyter.taskline import queue_line, status_line
 
 
 class FakeClient:
@@ -52,18 +53,18 @@ def test_update_coroutine_drives_the_widgets(jp_asyncio_loop):
     mon = TaskMonitor(lambda: fake, {"id": 7, "name": "train", "status": "pending"}, interval=0)
 
     assert jp_asyncio_loop.run_until_complete(mon.update_once()) is True
-    assert "pending" in mon.title.value and "waiting for 2 GPUs" in mon.title.value
-    assert mon.queue.value.startswith("position 3, starts in 2m")
+    assert "pending: position 3, starts in 2m (resources)" in mon.title.value, mon.title.value
+    assert "waiting for 2 GPUs" not in mon.title.value  # the queue line says why, once
     assert mon.log_view.value == "" and not mon.cancel_button.disabled
 
     assert jp_asyncio_loop.run_until_complete(mon.update_once()) is True
-    assert "running" in mon.title.value and mon.queue.value == "" and mon.log_view.value == "epoch 1\n"
+    assert mon.title.value.endswith(": running") and mon.log_view.value == "epoch 1"
 
     jp_asyncio_loop.run_until_complete(mon.run())  # the loop ends by itself once the task ended and drained
     assert mon.done and "succeeded" in mon.title.value
-    assert mon.log_view.value == "epoch 1\nepoch 2\ndone\n"
+    assert mon.log_view.value == "epoch 1\nepoch 2\ndone" and mon.log == "epoch 1\nepoch 2\ndone\n"
     assert fake.offsets == [0, 0, 8]  # each poll resumes at the last offset
-    assert mon.cancel_button.disabled and fake.closed
+    assert mon.cancel_button.disabled and mon.cancel_button.layout.display == "none" and fake.closed
 
 
 def test_cancel_button_and_start_on_a_running_loop(jp_asyncio_loop):
@@ -80,12 +81,23 @@ def test_cancel_button_and_start_on_a_running_loop(jp_asyncio_loop):
         return ok
 
     assert jp_asyncio_loop.run_until_complete(started()) is True
-    assert mon.done and mon.log_view.value.endswith("done\n")
+    assert mon.done and mon.log_view.value.endswith("done")
 
 
-def test_describe_queue():
-    assert describe_queue(None) == ""
-    assert describe_queue({"position": 1, "estimated_start": None}) == "position 1, start time unknown"
-    assert describe_queue({"position": 2, "estimated_start": 100.0, "reason": "quota"}, now=100.0) == \
-        "position 2, starts now, (quota)"
-    assert describe_queue({"position": 2, "estimated_start": 3700.0}, now=100.0) == "position 2, starts in 1h"
+def test_one_line_per_task():
+    assert queue_line(None) == ""
+    assert queue_line({"position": 1, "estimated_start": None}) == "position 1, start time unknown"
+    assert queue_line({"position": 1, "estimated_start": 340.0, "reason": "Quota"}, now=100.0) == \
+        "position 1, starts in 4m (Quota)"  # no comma before the reason
+    assert queue_line({"position": 2, "estimated_start": 100.5, "reason": "Resources", "detail": "needs 2 GPUs"},
+                      now=100.0) == "position 2, starts now (Resources: needs 2 GPUs)"
+    assert queue_line({"position": 2, "estimated_start": 3700.0}, now=100.0) == "position 2, starts in 1h"
+    never = {"position": 1, "estimated_start": None, "reason": "OverQuota", "detail": "needs 4 GPUs, cap 2"}
+    assert queue_line(never) == "can never start under the current quota: needs 4 GPUs, cap 2"
+    assert status_line({"status": "cancelled", "reason": "cancelled"}) == "cancelled"
+    early = {"status": "cancelled", "reason": "cancelled before it started"}
+    assert status_line(early) == "cancelled before it started"
+    assert status_line({"status": "failed", "reason": "exit code 1"}) == "failed: exit code 1"
+    waiting = {"status": "pending", "reason": "Quota: at its cap",
+               "queue": {"position": 1, "estimated_start": 160.0, "reason": "Quota"}}
+    assert status_line(waiting, now=100.0) == "pending: position 1, starts in 1m (Quota)"
