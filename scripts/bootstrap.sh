@@ -21,7 +21,7 @@ say() { echo "bootstrap: $*" >&2; }
 took() { [ $((SECONDS - t_step)) -lt 2 ] || say "$1 took $((SECONDS - t_step)) s"; t_step=$SECONDS; }  # slow steps' times
 t_step=$SECONDS
 
-TORCH_VERSION=2.13.0
+TORCH_VERSION=2.13.0  # as pinned by pyproject.toml's examples extra
 TORCH_CPU_INDEX=https://download.pytorch.org/whl/cpu
 torch_file=.venv/.tacc-torch
 torch=${TACC_TORCH:-$(cat "$torch_file" 2>/dev/null || echo pypi)}
@@ -76,22 +76,24 @@ if ! venv_ok; then
 fi
 
 stamp=.venv/.tacc-installed
-want="extras=test,jupyter,hub torch=$torch"
+extras=test,jupyter,hub
+[ "$torch" = none ] || extras=$extras,examples  # examples: torch (pinned in pyproject.toml) and numpy
+want="extras=$extras torch=$torch"
 # (an empty stamp: made before TACC_TORCH, with PyPI's torch)
 [ -f "$stamp" ] && [ ! -s "$stamp" ] && [ "$torch" = pypi ] && [ ! pyproject.toml -nt "$stamp" ] && echo "$want" > "$stamp"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   pip_install() { .venv/bin/python -m pip install --quiet --disable-pip-version-check "$@"; }
   pip_install --upgrade pip
   case "$torch" in
-    pypi) say "installing torch==$TORCH_VERSION from PyPI (on Linux the CUDA build, several GB; TACC_TORCH=cpu or none to avoid it)"
-          pip_install "torch==$TORCH_VERSION" ;;
+    pypi) say "installing torch==$TORCH_VERSION from PyPI (on Linux the CUDA build, several GB; TACC_TORCH=cpu or none to avoid it)" ;;
     cpu)  say "installing torch==$TORCH_VERSION+cpu from $TORCH_CPU_INDEX"
-          pip_install --extra-index-url "$TORCH_CPU_INDEX" "torch==$TORCH_VERSION+cpu" ;;
+          # the examples extra's torch==$TORCH_VERSION is then satisfied by this build
+          pip_install --extra-index-url "$TORCH_CPU_INDEX" "torch==$TORCH_VERSION+cpu"
+          took "torch (cpu)" ;;
     none) say "TACC_TORCH=none: not installing torch (the DDP example, examples/ddp, needs it)" ;;
   esac
-  took "torch ($torch)"
-  pip_install -e '.[test,jupyter,hub]'
-  took "pip install -e .[test,jupyter,hub]"
+  pip_install -e ".[$extras]"
+  took "pip install -e .[$extras]"
   echo "$torch" > "$torch_file"
   echo "$want" > "$stamp"
 fi

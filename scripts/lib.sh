@@ -2,9 +2,12 @@
 #
 #   as_root CMD...            run CMD as root: directly when we are root, through sudo when sudo is
 #                             installed, else fail saying what to run as root
-#   apt_install WHY PKG...    install the Debian packages among PKG that are missing (apt-get);
+#   apt_install [--no-recommends] WHY PKG...
+#                             install the Debian packages among PKG that are missing (apt-get);
 #                             WHY says what they are for. Fails, naming the command to run as root,
-#                             when neither root nor sudo is available.
+#                             when neither root nor sudo is available. --no-recommends: for server
+#                             packages, whose recommends pull a mail server (exim4 fails to configure
+#                             in a chroot) and cron
 #   apt_try_install WHY PKG...  the same for optional packages: says what is missing and returns 1
 #                             instead of failing
 # $LIB_NAME (default: the calling script's name) prefixes the messages.
@@ -31,6 +34,7 @@ apt_missing() {
   done
 }
 
+_apt_recommends=()
 _apt_do() {
   local why=$1
   shift
@@ -39,11 +43,14 @@ _apt_do() {
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null
     _apt_updated=1
   fi
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${_apt_recommends[@]+"${_apt_recommends[@]}"} "$@" >/dev/null
 }
 
 apt_install() {
-  local why=$1 missing
+  local why missing
+  _apt_recommends=()
+  if [ "${1:-}" = --no-recommends ]; then _apt_recommends=(--no-install-recommends); shift; fi
+  why=$1
   shift
   missing=$(apt_missing "$@" | tr '\n' ' ')
   missing=${missing% }
@@ -51,7 +58,7 @@ apt_install() {
   command -v apt-get >/dev/null 2>&1 \
     || lib_die "missing $missing $why; this is not a Debian system: install their equivalents"
   can_be_root || lib_die "missing Debian packages $why, and sudo is not installed. As root, run:
-    apt-get update && apt-get install -y $missing
+    apt-get update && apt-get install -y ${_apt_recommends[*]:+${_apt_recommends[*]} }$missing
 then run this again."
   # shellcheck disable=SC2086
   _apt_do "$why" $missing
@@ -59,6 +66,7 @@ then run this again."
 
 apt_try_install() {
   local why=$1 missing
+  _apt_recommends=()
   shift
   missing=$(apt_missing "$@" | tr '\n' ' ')
   missing=${missing% }

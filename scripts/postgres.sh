@@ -25,7 +25,7 @@ ensure_installed() {
   LIB_NAME=postgres.sh
   # shellcheck source=scripts/lib.sh
   . "$(dirname "$0")/lib.sh"
-  apt_install "(PostgreSQL was not found)" postgresql
+  apt_install --no-recommends "(PostgreSQL was not found)" postgresql
   BIN=$(pg_bin)
   [[ -n "$BIN" && -x "$BIN/initdb" ]] || die "PostgreSQL is still missing after apt-get install"
 }

@@ -10,10 +10,10 @@ export PATH="$PWD/.venv/bin:$PATH"
 
 # shellcheck source=scripts/lib.sh
 . scripts/lib.sh
-ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_install "for the store tests" postgresql
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || apt_install --no-recommends "for the store tests" postgresql
 if ! command -v slurmctld >/dev/null || ! command -v slurmdbd >/dev/null || ! command -v mariadbd >/dev/null \
    || ! command -v munged >/dev/null; then
-  apt_install "for the Slurm dev cluster tests" slurm-wlm munge slurmdbd mariadb-server
+  apt_install --no-recommends "for the Slurm dev cluster tests" slurm-wlm munge slurmdbd mariadb-server
 fi
 # Playwright drives Debian's Chromium: no browser download
 [ -x /usr/bin/chromium ] || apt_install "for the browser tests" chromium
