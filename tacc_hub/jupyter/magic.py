@@ -10,6 +10,10 @@
 %tacc show ID | logs ID [-f] | cancel ID...
 ```
 
+``submit`` without a path submits this kernel's notebook as the Jupyter server names it now
+(``session.find_server``: renames followed), and only once saved with the running cell in it;
+a notebook's own ``%tacc`` lines are left out of its task. Code is captured as the Lab panel
+captures it (``capture``: the server's root bounds which git repository is the user's).
 ``submit`` returns a live monitor (ipywidgets) in a kernel with a running event loop, and
 prints in plain IPython. ``--no-packages`` (or ``TACC_CAPTURE_PACKAGES=0``) leaves the
 environment's pinned packages out of the spec. User errors (bad options, an invalid spec,
