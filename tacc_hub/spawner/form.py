@@ -18,7 +18,12 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from tacc_hub.schema.fields import parse_duration_s, parse_memory_mib
+from tacc_hub.schema.task import Requirement
+
+_REQUIREMENT: TypeAdapter[str] = TypeAdapter(Requirement)
 
 
 class OptionsError(ValueError):
@@ -199,6 +204,7 @@ def normalize_options(raw: dict[str, Any], profiles: list[Profile]) -> dict[str,
     reqs = pick("requirements", prof.requirements if prof else [])
     if isinstance(reqs, str):
         reqs = [line.strip() for line in reqs.splitlines() if line.strip() and not line.strip().startswith("#")]
+    check_requirements(reqs)
     python = pick("python", prof.python if prof else None)
     return {
         "profile": prof.slug if prof else None,
@@ -212,6 +218,29 @@ def normalize_options(raw: dict[str, Any], profiles: list[Profile]) -> dict[str,
         "python": None if python is None else str(python),
         "requirements": [str(r) for r in reqs],
     }
+
+
+MAX_REQUIREMENTS = 200
+
+
+def check_requirements(reqs: Any) -> None:
+    """Extra packages as the task schema takes them (``NAME==VERSION``: no pip options, one per entry, printable),
+    and, for a server, from the package index only (no URL or path: ``NAME @ file:///...``); else OptionsError
+    naming the entry. They never reach a shell; they cannot replace the server's own packages (see ``server``)."""
+    if not isinstance(reqs, list) or not all(isinstance(r, str) for r in reqs):
+        raise OptionsError("requirements: give packages as NAME==VERSION, one per line")
+    if len(reqs) > MAX_REQUIREMENTS:
+        raise OptionsError(f"requirements: at most {MAX_REQUIREMENTS} packages")
+    for i, req in enumerate(reqs):
+        where = "requirements" if len(reqs) == 1 else f"requirements, line {i + 1}"
+        try:
+            _REQUIREMENT.validate_python(req)
+        except ValidationError as exc:
+            raise OptionsError(f"{where}: {str(exc.errors()[0].get('msg', 'invalid')).removeprefix('Value error, ')}"
+                               ) from None
+        if "@" in req or "://" in req:
+            raise OptionsError(f"{where}: {req[:80]!r}: a server's extra packages come from the package index: "
+                               "write NAME==VERSION (no URL or path)")
 
 
 def parse_form(form: dict[str, Any]) -> dict[str, Any]:

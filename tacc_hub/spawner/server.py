@@ -10,6 +10,12 @@ It uses the standard library only, so the task needs nothing of tacc_hub on its 
    (HOST: the address of this node on the route to the hub) to the task's log, where the
    spawner reads it.
 3. Runs the server command as a child, forwarding SIGTERM/SIGINT, and exits with its status.
+   With the user's extra packages the task runs in a venv of its own, which has neither JupyterLab's
+   configuration and assets nor the hub's editable packages (``/lab`` would be a 404): the server then
+   runs on ``server_python`` (the interpreter the venv was built from, which has them all, and which
+   the user's packages cannot drop or shadow), and the notebooks' ``python3`` kernel on the venv's
+   interpreter (a kernelspec in ``$TACC_TASKDIR/.tacc-jupyter``, first on ``JUPYTER_PATH``), where
+   the packages are.
 4. GPU idle signal: while the task holds GPUs (``CUDA_VISIBLE_DEVICES``) and ``gpu_idle_timeout``
    is set, samples their utilization (``nvidia-smi``, or the configured command) every
    ``gpu_sample_interval`` seconds; when every sample for ``gpu_idle_timeout`` seconds is below
@@ -58,6 +64,50 @@ def server_env(base: dict[str, str], hub_env: dict[str, str]) -> dict[str, str]:
             continue
         env[key] = value
     return env
+
+
+def server_command(cmd: list[str], python: str, server_python: str | None) -> list[str]:
+    """``cmd`` on the server's own interpreter: ``python`` (the wrapper's, as the spawner named it) becomes
+    ``server_python``; a bare command name its namesake beside ``server_python``, when there is one."""
+    if not server_python or not cmd:
+        return cmd
+    first = cmd[0]
+    if first in (python, "python", "python3"):
+        return [server_python, *cmd[1:]]
+    beside = os.path.join(os.path.dirname(server_python), first)
+    if os.sep not in first and os.access(beside, os.X_OK):
+        return [beside, *cmd[1:]]
+    return cmd
+
+
+# The kernel: the server's site directories added *after* the venv's own (the user's packages win in notebooks),
+# with their .pth files read (editable installs such as a development tacc_hub: ``%tacc`` works), then ipykernel.
+KERNEL_BOOT = ("import os, runpy, site, sys; [site.addsitedir(d) for d in sys.argv.pop(1).split(os.pathsep) if d]; "
+               "runpy.run_module('ipykernel_launcher', run_name='__main__', alter_sys=True)")
+
+
+def site_dirs(python: str, timeout: float = 30.0) -> list[str]:
+    """The site-packages directories of ``python``; [] when it cannot say."""
+    try:
+        out = subprocess.run([python, "-c", "import json, site; print(json.dumps(site.getsitepackages()))"],
+                             capture_output=True, text=True, timeout=timeout, check=True)
+        dirs = json.loads(out.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return []
+    return [str(d) for d in dirs if isinstance(d, str) and os.path.isdir(d)]
+
+
+def own_kernel(root: Path, python: str, env: dict[str, str], server_sites: list[str]) -> Path:
+    """A ``python3`` kernelspec running ``python`` (the task's venv) with ``server_sites`` after its own packages,
+    under ``root``, first on ``JUPYTER_PATH`` in ``env``: a spec found on that path replaces ipykernel's built-in
+    one (which would run the server's Python, without the user's packages)."""
+    spec = root / "kernels" / "python3"
+    spec.mkdir(parents=True, exist_ok=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [python, "-c", KERNEL_BOOT, os.pathsep.join(server_sites), "-f", "{connection_file}"],
+        "display_name": "Python 3 (ipykernel)", "language": "python", "metadata": {"debugger": True}}))
+    env["JUPYTER_PATH"] = os.pathsep.join(p for p in (str(root), env.get("JUPYTER_PATH", "")) if p)
+    return spec
 
 
 def pick_port(bind_ip: str) -> int:
@@ -179,7 +229,13 @@ def main() -> int:
     host = cfg.get("ip") or route_address(hub_env.get("JUPYTERHUB_API_URL", ""))
     if "JUPYTERHUB_SERVICE_URL" in env:
         env["JUPYTERHUB_SERVICE_URL"] = with_port(env["JUPYTERHUB_SERVICE_URL"], bind_ip, port)
-    cmd = [str(a) for a in cfg["cmd"]]
+    server_python = cfg.get("server_python") or None
+    if server_python == sys.executable or not (server_python and os.access(server_python, os.X_OK)):
+        server_python = None  # already on it (no extra packages), or it is not there: run as given
+    cmd = server_command([str(a) for a in cfg["cmd"]], str(cfg.get("python") or "python3"), server_python)
+    if server_python:
+        own_kernel(Path(os.environ.get("TACC_TASKDIR") or os.getcwd()) / ".tacc-jupyter", sys.executable, env,
+                   site_dirs(server_python))
     if not any(a.startswith(("--notebook-dir", "--ServerApp.root_dir")) for a in cmd):
         userdir = os.environ.get("TACC_USERDIR")
         if userdir and os.path.isdir(userdir):

@@ -245,7 +245,8 @@ class TaccSpawner(Spawner):
             except TimeoutError:
                 pass
 
-    def _server_config(self, opts: dict[str, Any], port: int, ip: str, bind_ip: str) -> dict[str, Any]:
+    def _server_config(self, opts: dict[str, Any], port: int, ip: str, bind_ip: str,
+                       server_python: str | None = None) -> dict[str, Any]:
         base = list(self.cmd)
         if self.fast_start and base == ["jupyterhub-singleuser"]:
             base = [self.python, "-c", FAST_SINGLEUSER]
@@ -254,6 +255,7 @@ class TaccSpawner(Spawner):
             cmd.append("--ServerApp.allow_root=True")
         return {
             "env": self.get_env(), "cmd": cmd, "port": port, "ip": ip, "bind_ip": bind_ip,
+            **({"python": self.python, "server_python": server_python} if server_python else {}),
             "gpu": {"idle_timeout": self.gpu_idle_timeout if opts.get("gpus") else 0,
                     "threshold": self.gpu_idle_threshold, "interval": self.gpu_sample_interval,
                     "command": list(self.gpu_util_command), "report_activity": self.gpu_report_activity},
@@ -267,10 +269,12 @@ class TaccSpawner(Spawner):
         local = cluster.get("executor") == "local"
         port = (self.port or random_port()) if local else 0
         ip, bind_ip = ("127.0.0.1", "127.0.0.1") if local else ("", self.bind_ip)
-        digest, archive = server_snapshot(self._server_config(opts, port, ip, bind_ip))
+        name = task_name(self.task_name_template, self.user.name, self.name)
+        server_python = await self._server_python(name, opts)
+        digest, archive = server_snapshot(self._server_config(opts, port, ip, bind_ip, server_python))
         await self._call("upload_code", digest, archive)
-        spec = server_spec(name=task_name(self.task_name_template, self.user.name, self.name), digest=digest,
-                           size=len(archive), opts=opts, qos_class=self.qos_class, python=self.python)
+        spec = server_spec(name=name, digest=digest, size=len(archive), opts=opts, qos_class=self.qos_class,
+                           python=self.python)
         try:
             task = await self._call("submit", spec)
         except ApiClientError as exc:
@@ -318,6 +322,19 @@ class TaccSpawner(Spawner):
                 self._emit({"progress": 100, "message": msg})
                 raise StartTimeout(msg)
             await asyncio.sleep(self.start_poll_interval)
+
+    async def _server_python(self, name: str, opts: dict[str, Any]) -> str | None:
+        """With extra packages, the interpreter the task's venv is built from (the service's dry run says which):
+        the server runs on it, so the packages cannot drop or shadow what the server needs (see ``server``)."""
+        if not opts.get("requirements"):
+            return None  # the task runs on that interpreter itself
+        spec = server_spec(name=name, digest="0" * 64, size=0, opts=opts, qos_class=self.qos_class, python=self.python)
+        try:
+            dry = await self._call("submit", spec, dry_run=True)
+        except ApiClientError as exc:
+            raise RuntimeError(f"the tacc service refused the server: {exc.message}") from None
+        env = (dry.get("plan") or {}).get("env") or {}
+        return str(env["python"]) if env.get("kind") == "venv" and env.get("python") else None
 
     async def _answers(self, where: tuple[str, int], deadline: float) -> bool:
         """Wait (polling every ``ready_poll_interval``) until the server answers HTTP, or the task ends.

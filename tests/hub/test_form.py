@@ -49,3 +49,25 @@ def test_the_form_shows_the_quota_and_refuses_what_it_does_not_allow(spawner_hub
         assert tasks["tasks"] == [], tasks  # nothing was queued
     finally:
         admin.call("DELETE", "/api/admin/quotas/user/bob")
+
+
+def test_hostile_extra_packages_are_refused_with_a_clear_message(spawner_hub: SpawnerHub,
+                                                                 tacc_service: ServiceProcess) -> None:
+    hub = spawner_hub
+    s = _login(hub, "bob")
+    xsrf = s.cookies.get("_xsrf")
+    for field, message in (
+            ("--index-url=http://evil.example/simple", "pip options are not allowed"),
+            ("termcolor==3.3.0\n-r /etc/passwd", "requirements, line 2: &#39;-r /etc/passwd&#39;: pip options"),
+            ("x @ file:///etc/passwd", "come from the package index: write NAME==VERSION"),
+            ("termcolor==3.3.0 $(touch /tmp/pwned)", "is not pinned"),
+            ("jupyterlab==0.1; rm -rf ~ @ x", "no URL or path")):
+        r = s.post(f"{hub.url}/hub/spawn", data={"_xsrf": xsrf, "profile": "cpu", "requirements": field}, timeout=30)
+        assert message in r.text, (field, r.text[-3000:])
+    # Through the REST API (no form): refused before anything is queued, with the same words.
+    r = hub.api.post(f"{hub.url}/hub/api/users/bob/server", json={"requirements": ["a==1", "--pre"]}, timeout=30)
+    assert r.status_code == 400 and "requirements, line 2: '--pre': pip options are not allowed" in r.json()["message"]
+    r = hub.api.post(f"{hub.url}/hub/api/users/bob/server", json={"requirements": {"a": 1}}, timeout=30)
+    assert r.status_code == 400 and "give packages as NAME==VERSION" in r.json()["message"], r.text
+    _, tasks = Api(tacc_service.url, tacc_service.token("bob")).call("GET", "/api/tasks")
+    assert tasks["tasks"] == [], tasks

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import uuid
 
 import pytest
 
@@ -137,3 +139,66 @@ def test_idle_gpus_stop_the_server_even_with_a_tab_open(spawner_hub: SpawnerHub,
         assert not hub.user("gina")["servers"], hub.user("gina")
     finally:
         stop.set()
+
+
+def _run_in_kernel(hub: SpawnerHub, user: str, code: str) -> str:
+    """Run ``code`` in a new kernel of the user's server (REST API and the kernel's websocket, through the
+    proxy, as a browser does); its printed output."""
+    import websocket
+
+    r = hub.api.post(f"{hub.url}/user/{user}/api/kernels", json={"name": "python3"}, timeout=60)
+    assert r.status_code == 201, r.text
+    kid = r.json()["id"]
+    ws = websocket.create_connection(f"ws://127.0.0.1:{hub.port}/user/{user}/api/kernels/{kid}/channels",
+                                     header=[f"Authorization: token {hub.admin_token}"], timeout=60)
+    msg_id, out = uuid.uuid4().hex, []
+    try:
+        ws.send(json.dumps({
+            "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": user,
+                       "session": uuid.uuid4().hex, "version": "5.3", "date": ""},
+            "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+            "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
+                        "allow_stdin": False, "stop_on_error": True}}))
+        while True:
+            msg = json.loads(ws.recv())
+            if msg.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "stream":
+                out.append(msg["content"]["text"])
+            elif msg["msg_type"] == "error":
+                raise AssertionError(msg["content"])
+            elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                return "".join(out)
+    finally:
+        ws.close()
+        hub.api.delete(f"{hub.url}/user/{user}/api/kernels/{kid}", timeout=60)
+
+
+def test_extra_packages_keep_jupyterlab_and_the_tacc_extension(spawner_hub: SpawnerHub,
+                                                                tacc_service: ServiceProcess) -> None:
+    """The form's "Extra Python packages" build the server task a venv of its own: the server still runs
+    JupyterLab with the tacc extension (issue 16, bug 1), and the notebooks' kernel sees the packages."""
+    hub = spawner_hub
+    _start(hub, "bob", {"requirements": "termcolor==3.3.0\n# a comment\n", "time_limit": "1h"})
+    hub.wait_ready("bob", timeout=120)
+    task_id = _task_id(hub, "bob")
+    api = Api(tacc_service.url, tacc_service.token("bob"))
+    try:
+        _, task = api.call("GET", f"/api/tasks/{task_id}")
+        assert task["plan"]["env"]["kind"] == "venv" and task["spec"]["environment"]["requirements"] == [
+            "termcolor==3.3.0"], task["plan"]["env"]
+        lab = hub.api.get(f"{hub.url}/user/bob/lab", timeout=30)
+        assert lab.status_code == 200, (lab.status_code, lab.text[:500])
+        config = json.loads(lab.text.split('id="jupyter-config-data"', 1)[1].split(">", 1)[1].split("</script>")[0])
+        assert "tacc-hub-labextension" in {e["name"] for e in config["federated_extensions"]}, config
+        # the tacc server extension is loaded and answers (this hub gives servers no TACC_URL: it says so)
+        ext = hub.api.get(f"{hub.url}/user/bob/tacc/api/cluster", timeout=30)
+        assert ext.status_code == 200 or "the tacc_hub service" in ext.json()["message"], (ext.status_code, ext.text)
+        # a notebook's kernel runs in the task's venv: the user's package, and tacc_hub for %tacc, import there
+        out = _run_in_kernel(hub, "bob", "import sys, termcolor, tacc_hub.jupyter.magic\n"
+                                         "from importlib.metadata import version\n"
+                                         "print(version('termcolor'), sys.prefix)")
+        assert out.split() == ["3.3.0", task["plan"]["env"]["path"]], out
+    finally:
+        assert hub.api.delete(f"{hub.url}/hub/api/users/bob/server", timeout=60).status_code in (202, 204)
+        api.wait_status(task_id, {"cancelled", "succeeded", "failed"}, timeout=60)
