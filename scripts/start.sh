@@ -34,9 +34,8 @@ record_running() {  # record_running MODE TACC_URL [HUB_API ADMIN]
       exit 1
     fi
   fi
-  if [ ! -s "$TACC_STATE_DIR/stop-token" ]; then
-    (umask 077 && tacc-hub token admin --admin --note "scripts/start.sh stop" > "$TACC_STATE_DIR/stop-token")
-  fi
+  # a new one at each start: the store may have been reset since the last
+  (umask 077 && tacc-hub token admin --admin --note "scripts/start.sh stop" > "$TACC_STATE_DIR/stop-token")
   python - "$TACC_STATE_DIR/running.json" "$$" "$1" "$2" "${3:-}" "${4:-}" "$PWD" <<'PY'
 import json, sys
 path, pid, mode, url, hub_api, admin, repo = sys.argv[1:]
