@@ -61,15 +61,42 @@ export class ApiError extends Error {
   }
 }
 
+/**
+ * The server's clock minus this browser's, in seconds, from an answer's `Date` header (whole
+ * seconds: +0.5 is its middle), or null (no header, or an answer slower than a second). Estimates are times on the server's clock; a laptop
+ * whose clock is minutes off would otherwise show another start time than `%tacc` does.
+ */
+export function clockOffset(dateHeader: string | null, sentMs: number, receivedMs: number): number | null {
+  const server = dateHeader ? Date.parse(dateHeader) : NaN;
+  if (!isFinite(server) || receivedMs - sentMs > 1000) {
+    // a slow answer says little about when the server wrote its Date
+    return null;
+  }
+  return (server + 500 - (sentMs + receivedMs) / 2) / 1000;
+}
+
 export class TaccApi {
+  /** Seconds to add to this browser's clock to read the server's; 0 while within 2 s (the header's resolution). */
+  serverOffset = 0;
+
   constructor(private readonly request: RequestFn) {}
+
+  /** Now on the server's clock, in seconds since the epoch. */
+  now(): number {
+    return Date.now() / 1000 + this.serverOffset;
+  }
 
   private async json<T>(path: string, init?: RequestInit): Promise<T> {
     let resp: Response;
+    const sent = Date.now();
     try {
       resp = await this.request(path, init);
     } catch (err) {
       throw new ApiError(0, `cannot reach the Jupyter server: ${err}`);
+    }
+    const offset = clockOffset(resp.headers?.get('Date') ?? null, sent, Date.now());
+    if (offset !== null) {
+      this.serverOffset = Math.abs(offset) > 2 ? offset : 0;
     }
     const text = await resp.text();
     let body: any = null;

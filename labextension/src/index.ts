@@ -87,12 +87,13 @@ const plugin: JupyterFrontEndPlugin<void> = {
     model.stateChanged.connect((_, changes) => {
       for (const change of changes.filter(worthNotifying)) {
         const { level, message } = describeChange(change);
+        // a task that can never start stays a while: it waits for the user to act (cancel it, or ask for more)
         Notification.emit(message, level, {
-          autoClose: level === 'error' ? false : 6000,
+          autoClose: level === 'error' ? false : change.overQuota ? 20000 : 6000,
           actions: [
             {
-              label: 'Show log',
-              caption: `Open the log of task ${change.task.id}`,
+              label: change.overQuota ? 'Show task' : 'Show log',
+              caption: `Open task ${change.task.id} in the GPU tasks panel`,
               callback: () => {
                 app.shell.activateById(panel.id);
                 panel.select(change.task.id, 'log');

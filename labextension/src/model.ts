@@ -1,8 +1,10 @@
 /**
  * The panel's state logic, pure (no JupyterLab, no DOM): task types as the tacc service
  * answers them, merging a fresh task list into the previous one and the state changes that
- * become notifications, and how times, queue positions and ETAs are written.
+ * become notifications, and how times and resources are written (a waiting task's queue: queue.ts).
  */
+
+import { isOverQuota, overQuotaMessage } from './queue';
 
 export type TaskStatus =
   | 'pending'
@@ -62,6 +64,7 @@ export interface StateChange {
   task: Task;
   from: string | null; // null: a task this panel had not seen (submitted elsewhere)
   to: string;
+  overQuota?: boolean; // it became a task that can never start under the current quota (queue reason OverQuota)
 }
 
 /**
@@ -70,8 +73,9 @@ export interface StateChange {
  * Tasks that dropped out of the fresh page but were shown before are kept while they are
  * still active (a long list only shows the newest N) and dropped once they ended; the
  * result is ordered newest first. `changes` lists state changes: none on the first load
- * (`prev` null), otherwise every task whose status differs, and tasks new to the panel
- * (only when `reportNew`).
+ * (`prev` null), otherwise every task whose status differs, every waiting task that became
+ * OverQuota (it can never start under the current quota: `overQuota`), and tasks new to the
+ * panel (only when `reportNew`, or when they are OverQuota).
  */
 export function mergeTasks(
   prev: ReadonlyMap<number, Task> | null,
@@ -86,12 +90,13 @@ export function mergeTasks(
       continue;
     }
     const old = prev.get(t.id);
+    const overQuota = isOverQuota(t) && !(old !== undefined && isOverQuota(old));
     if (old === undefined) {
-      if (reportNew) {
-        changes.push({ task: t, from: null, to: t.status });
+      if (reportNew || overQuota) {
+        changes.push({ task: t, from: null, to: t.status, ...(overQuota ? { overQuota } : {}) });
       }
-    } else if (old.status !== t.status) {
-      changes.push({ task: t, from: old.status, to: t.status });
+    } else if (old.status !== t.status || overQuota) {
+      changes.push({ task: t, from: old.status, to: t.status, ...(overQuota ? { overQuota } : {}) });
     }
   }
   if (prev !== null) {
@@ -113,6 +118,9 @@ export function worthNotifying(c: StateChange): boolean {
 /** Notification level and message for a state change. */
 export function describeChange(c: StateChange): { level: 'info' | 'success' | 'error' | 'warning'; message: string } {
   const name = `Task ${c.task.id} (${c.task.name})`;
+  if (c.overQuota) {
+    return { level: 'warning', message: overQuotaMessage(c.task) };
+  }
   switch (c.to) {
     case 'succeeded':
       return { level: 'success', message: `${name} succeeded` };
@@ -174,28 +182,6 @@ export function elapsedOf(task: Task, now: number): number {
   return Math.max(0, end - task.submitted_at);
 }
 
-/** `in 3m 05s`, `now`, `unknown` for a queue's estimated start. */
-export function formatEta(estimatedStart: number | null | undefined, now: number): string {
-  if (estimatedStart == null) {
-    return 'unknown';
-  }
-  const wait = estimatedStart - now;
-  if (wait <= 1) {
-    return 'now';
-  }
-  return `in ${formatDuration(wait)}`;
-}
-
-/** One line for a waiting task: `#2 in queue (Resources), starts in 4m 10s`. */
-export function queueText(task: Task, now: number): string {
-  const q = task.queue;
-  if (!q) {
-    return '';
-  }
-  const start = q.estimated_start == null ? 'start unknown' : `starts ${formatEta(q.estimated_start, now)}`;
-  return `#${q.position} in queue (${q.reason}), ${start}`;
-}
-
 /**
  * GPUs and nodes: where it runs (placement) once placed, else what its spec asks for (the
  * list answers carry no spec; a task's own answer does).
@@ -205,7 +191,7 @@ export function resourcesText(task: Task): string {
   const plural = (n: number, what: string) => `${n} ${what}${n === 1 ? '' : 's'}`;
   if (placed && placed.length) {
     const gpus = placed.reduce((s, n) => s + (n.gpus?.length ?? 0), 0);
-    return `${plural(gpus, 'GPU')} on ${placed.map(n => n.node).join(', ')}`;
+    return `${gpus ? plural(gpus, 'GPU') : 'no GPU'} on ${placed.map(n => n.node).join(', ')}`;
   }
   const r = task.spec?.resources;
   if (r && typeof r.nodes === 'number') {

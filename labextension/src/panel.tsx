@@ -1,10 +1,12 @@
 /**
- * The side panel: the user's tasks (state, GPUs and nodes, runtime, queue position and
- * estimated start, elapsed time), per task its log (streamed, following the tail), its spec,
- * cancel and resubmit; and the cluster view (free GPUs per node and switch).
+ * The side panel: the user's tasks (state, GPUs and nodes, runtime, queue position, reason
+ * and the service's estimated start, elapsed time), per task its log (streamed, following the
+ * tail, once the task runs), its spec (a summary, the digest, the whole spec as YAML), cancel
+ * and resubmit; and the cluster view (free GPUs per node and switch).
  */
 
-import { Dialog, ReactWidget, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import { Clipboard, Dialog, ReactWidget, showDialog, showErrorMessage } from '@jupyterlab/apputils';
+import { copyIcon, refreshIcon } from '@jupyterlab/ui-components';
 import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
@@ -19,14 +21,13 @@ import {
   formatDuration,
   isActive,
   isTerminal,
-  queueText,
   resourcesText,
   resubmitSpec,
   runtimeOf
 } from './model';
+import { isServerTask, queueSummary, waitingText } from './queue';
+import { shortDigest, specSummary, toYaml } from './spec';
 import { TasksModel } from './tasks';
-
-const now = () => Date.now() / 1000;
 
 function useSignal(model: TasksModel): number {
   const [version, setVersion] = React.useState(0);
@@ -40,8 +41,8 @@ function useSignal(model: TasksModel): number {
   return version;
 }
 
-/** Re-render every second while something is active (elapsed times move). */
-function useClock(active: boolean): number {
+/** Re-render every second while something is active (elapsed times move); `now` is the server's clock. */
+function useClock(active: boolean, now: () => number): number {
   const [t, setT] = React.useState(now());
   React.useEffect(() => {
     if (!active) {
@@ -58,7 +59,13 @@ function StatusBadge({ status }: { status: string }): JSX.Element {
   return <span className={`tacc-status tacc-status-${status}`}>{status.toUpperCase()}</span>;
 }
 
-function LogView({ model, taskId }: { model: TasksModel; taskId: number }): JSX.Element {
+/**
+ * The log of a task: nothing is streamed while it waits to start (the area says why it waits);
+ * the stream opens once it leaves the queue, and resumes from the buffer's offset.
+ */
+function LogView({ model, task }: { model: TasksModel; task: Task }): JSX.Element {
+  const taskId = task.id;
+  const waiting = task.status === 'pending';
   const [text, setText] = React.useState('');
   const [state, setState] = React.useState<{ s: FollowState; detail?: string }>({ s: 'connecting' });
   const [follow, setFollow] = React.useState(true);
@@ -71,6 +78,9 @@ function LogView({ model, taskId }: { model: TasksModel; taskId: number }): JSX.
       model.logs.set(taskId, buffer);
     }
     setText(buffer.text);
+    if (waiting && !buffer.ended) {
+      return; // no stream to show yet
+    }
     const follower = new LogFollower(
       model.api,
       taskId,
@@ -86,7 +96,7 @@ function LogView({ model, taskId }: { model: TasksModel; taskId: number }): JSX.
       void follower.run();
     }
     return () => follower.stop();
-  }, [model, taskId]);
+  }, [model, taskId, waiting]);
 
   React.useLayoutEffect(() => {
     if (follow && pre.current) {
@@ -94,25 +104,30 @@ function LogView({ model, taskId }: { model: TasksModel; taskId: number }): JSX.
     }
   }, [text, follow]);
 
+  const shown = waiting ? 'waiting' : state.s;
   const label =
-    state.s === 'ended'
-      ? `ended (${state.detail})`
-      : state.s === 'error'
-        ? `error: ${state.detail}`
-        : state.s;
+    shown === 'waiting'
+      ? waitingText(task)
+      : state.s === 'ended'
+        ? `Log: ended (${state.detail})`
+        : state.s === 'error'
+          ? `Log: error: ${state.detail}`
+          : `Log: ${state.s}`;
   return (
     <div className="tacc-log">
       <div className="tacc-log-bar">
-        <span className="tacc-log-state" data-state={state.s} aria-live="polite">
-          Log: {label}
+        <span className="tacc-log-state" data-state={shown} aria-live="polite">
+          {label}
         </span>
-        <label className="tacc-follow">
-          <input type="checkbox" checked={follow} onChange={e => setFollow(e.target.checked)} /> Follow tail
-        </label>
+        {shown !== 'waiting' && (
+          <label className="tacc-follow">
+            <input type="checkbox" checked={follow} onChange={e => setFollow(e.target.checked)} /> Follow tail
+          </label>
+        )}
       </div>
       <pre
         ref={pre}
-        className="tacc-log-text"
+        className={`tacc-log-text${shown === 'waiting' && !text ? ' tacc-log-empty' : ''}`}
         tabIndex={0}
         aria-label={`Log of task ${taskId}`}
         onScroll={e => {
@@ -123,7 +138,7 @@ function LogView({ model, taskId }: { model: TasksModel; taskId: number }): JSX.
           }
         }}
       >
-        {text || (state.s === 'ended' ? '(no output)' : '')}
+        {text || (shown === 'waiting' ? '' : state.s === 'ended' ? '(no output)' : '')}
       </pre>
     </div>
   );
@@ -144,13 +159,59 @@ function SpecView({ model, task }: { model: TasksModel; task: Task }): JSX.Eleme
   if (!full) {
     return <div className="tacc-muted">Loading the spec…</div>;
   }
+  const spec = full.spec ?? {};
+  const yaml = toYaml(spec);
   return (
     <div className="tacc-spec">
-      <div className="tacc-muted">digest {full.digest}</div>
+      <dl className="tacc-spec-summary">
+        {specSummary(spec).map(f => (
+          <React.Fragment key={f.label}>
+            <dt>{f.label}</dt>
+            <dd>{f.value}</dd>
+          </React.Fragment>
+        ))}
+        <dt>Digest</dt>
+        <dd className="tacc-digest-row">
+          <code className="tacc-spec-digest" title={full.digest} data-digest={full.digest}>
+            {shortDigest(full.digest)}
+          </code>
+          <CopyButton text={full.digest} what="digest" iconOnly />
+        </dd>
+      </dl>
+      <div className="tacc-spec-bar">
+        <span className="tacc-muted">Full spec (YAML)</span>
+        <CopyButton text={yaml} what="spec (YAML)" />
+      </div>
       <pre className="tacc-spec-text" tabIndex={0} aria-label={`Spec of task ${task.id}`}>
-        {JSON.stringify(full.spec, null, 2)}
+        {yaml}
       </pre>
     </div>
+  );
+}
+
+/** A small copy button (Lab's clipboard: works on plain-HTTP hubs too); says "copied" for a moment. */
+function CopyButton({ text, what, iconOnly = false }: { text: string; what: string; iconOnly?: boolean }): JSX.Element {
+  const [done, setDone] = React.useState(false);
+  React.useEffect(() => {
+    if (!done) {
+      return;
+    }
+    const timer = setTimeout(() => setDone(false), 1500);
+    return () => clearTimeout(timer);
+  }, [done]);
+  return (
+    <button
+      className="jp-Button jp-mod-styled jp-mod-reject tacc-btn tacc-copy"
+      aria-label={`Copy the ${what}`}
+      title={done ? 'Copied' : `Copy the ${what}`}
+      onClick={() => {
+        Clipboard.copyToSystem(text);
+        setDone(true);
+      }}
+    >
+      {done && iconOnly ? <span aria-hidden="true">✓</span> : <copyIcon.react tag="span" className="tacc-icon" />}
+      {!iconOnly && <span className="tacc-btn-label">{done ? 'Copied' : 'Copy'}</span>}
+    </button>
   );
 }
 
@@ -169,11 +230,11 @@ function TaskRow(props: {
   const { model, task, t, open, view } = props;
   const [busy, setBusy] = React.useState(false);
   const run = runtimeOf(task, t);
-  const queue = task.status === 'pending' ? queueText(task, t) : '';
+  const queue = queueSummary(task, t);
   const res = resourcesText(model.withSpec(task));
+  const server = isServerTask(task);
 
   const cancel = async () => {
-    const server = task.name.startsWith('jupyter-');
     const answer = await showDialog({
       title: `Cancel task ${task.id} (${task.name})?`,
       body: server
@@ -222,16 +283,27 @@ function TaskRow(props: {
         <StatusBadge status={task.status} />
       </button>
       <div className="tacc-task-meta">
+        {server && (
+          <span className="tacc-server-mark" title="The task that runs your Jupyter server (JupyterHub started it)">
+            your Jupyter server
+          </span>
+        )}
         {res && <span title="GPUs and nodes">{res}</span>}
         {run !== null && <span title="Run time">ran {formatDuration(run)}</span>}
         <span title="Since submitted">elapsed {formatDuration(elapsedOf(task, t))}</span>
-        {queue && (
-          <span className="tacc-queue" title={task.queue?.detail || undefined}>
-            {queue}
-          </span>
-        )}
         {task.reason && !queue && <span className="tacc-reason">{task.reason}</span>}
       </div>
+      {queue && (
+        <div
+          className={`tacc-queue${queue.overQuota ? ' tacc-overquota' : ''}`}
+          data-reason={task.queue?.reason}
+          data-estimated-start={queue.estimatedStart ?? ''}
+          role={queue.overQuota ? 'alert' : undefined}
+        >
+          <div className="tacc-queue-head">{queue.headline}</div>
+          {queue.detail && <div className="tacc-queue-detail">{queue.detail}</div>}
+        </div>
+      )}
       {open && (
         <div className="tacc-task-body">
           <div className="tacc-actions" role="toolbar" aria-label={`Actions for task ${task.id}`}>
@@ -249,10 +321,12 @@ function TaskRow(props: {
             >
               Spec
             </button>
+            <span className="tacc-spacer" />
             <button
               className="jp-Button jp-mod-styled jp-mod-warn tacc-btn"
               disabled={busy || isTerminal(task.status) || task.status === 'cancelling'}
               aria-label={`Cancel task ${task.id}`}
+              title={`Cancel task ${task.id}`}
               onClick={cancel}
             >
               Cancel
@@ -261,12 +335,13 @@ function TaskRow(props: {
               className="jp-Button jp-mod-styled jp-mod-reject tacc-btn"
               disabled={busy}
               aria-label={`Resubmit task ${task.id} with the same spec`}
+              title="Resubmit: the same spec again, as a new task"
               onClick={resubmit}
             >
               Resubmit
             </button>
           </div>
-          {view === 'log' && <LogView model={model} taskId={task.id} />}
+          {view === 'log' && <LogView model={model} task={task} />}
           {view === 'spec' && <SpecView model={model} task={task} />}
         </div>
       )}
@@ -346,7 +421,8 @@ function PanelBody({ model, cb, selected, onSelect }: {
   useSignal(model);
   const [showCluster, setShowCluster] = React.useState(false);
   // the clock ticks while something is active; any re-render (a refresh) reads the time afresh too
-  const t = Math.max(useClock(model.tasks.some(isActive)), now());
+  const now = () => model.api.now();
+  const t = Math.max(useClock(model.tasks.some(isActive), now), now());
   return (
     <div className="tacc-panel-inner">
       <header className="tacc-header">
@@ -358,7 +434,7 @@ function PanelBody({ model, cb, selected, onSelect }: {
             disabled={!cb.canSubmit()}
             title="Submit the current notebook as a task"
           >
-            Submit notebook
+            Submit<span className="tacc-wide"> notebook</span>
           </button>
           <button
             className="jp-Button jp-mod-styled jp-mod-reject tacc-btn"
@@ -367,8 +443,13 @@ function PanelBody({ model, cb, selected, onSelect }: {
           >
             Cluster
           </button>
-          <button className="jp-Button jp-mod-styled jp-mod-reject tacc-btn" aria-label="Refresh tasks" onClick={() => model.kick()}>
-            ⟳
+          <button
+            className="jp-Button jp-mod-styled jp-mod-reject tacc-btn tacc-refresh"
+            aria-label="Refresh tasks"
+            title="Refresh tasks"
+            onClick={() => model.kick()}
+          >
+            <refreshIcon.react tag="span" className="tacc-icon" />
           </button>
         </div>
       </header>

@@ -3,10 +3,8 @@ import {
   describeChange,
   elapsedOf,
   formatDuration,
-  formatEta,
   mergeTasks,
   nextDelay,
-  queueText,
   resourcesText,
   resubmitSpec,
   runtimeOf,
@@ -44,6 +42,39 @@ describe('mergeTasks', () => {
     const first = mergeTasks(null, [task(5, 'pending'), task(4, 'running'), task(3, 'failed')]);
     const second = mergeTasks(first.byId, [task(7, 'pending'), task(6, 'running')]);
     expect(second.tasks.map(t => t.id)).toEqual([7, 6, 5, 4]);
+  });
+});
+
+describe('OverQuota', () => {
+  const over = (id: number, detail = 'can never start under the current quota: needs 4 GPUs, user bob may hold at most 2') =>
+    task(id, 'pending', { name: 'big', queue: { reason: 'OverQuota', position: 1, estimated_start: null, detail } });
+  const capped = (id: number) => task(id, 'pending', { name: 'big', queue: { reason: 'Quota', position: 1, estimated_start: null } });
+
+  it('is news once, when a waiting task becomes OverQuota (not on the first load, not again)', () => {
+    const first = mergeTasks(null, [over(2), capped(1)]);
+    expect(first.changes).toEqual([]);
+    const second = mergeTasks(first.byId, [over(2), over(1)]);
+    expect(second.changes.map(c => [c.task.id, c.from, c.to, c.overQuota])).toEqual([[1, 'pending', 'pending', true]]);
+    expect(mergeTasks(second.byId, [over(2), over(1)]).changes).toEqual([]);
+    // a task new to the panel that is OverQuota already (submitted elsewhere) is news too
+    expect(mergeTasks(second.byId, [over(3), over(2), over(1)]).changes.map(c => c.task.id)).toEqual([3]);
+    // back under the quota, and OverQuota again: news again
+    const raised = mergeTasks(second.byId, [over(2), capped(1)]);
+    expect(raised.changes).toEqual([]);
+    expect(mergeTasks(raised.byId, [over(2), over(1)]).changes.map(c => c.task.id)).toEqual([1]);
+  });
+
+  it('says it can never start and why, once, as a warning', () => {
+    const c = { task: over(5), from: 'pending', to: 'pending', overQuota: true };
+    expect(worthNotifying(c)).toBe(true);
+    expect(describeChange(c)).toEqual({
+      level: 'warning',
+      message: 'Task 5 (big) can never start under the current quota: needs 4 GPUs, user bob may hold at most 2'
+    });
+    const bare = { task: over(6, ''), from: 'pending', to: 'pending', overQuota: true };
+    expect(describeChange(bare).message).toBe('Task 6 (big) can never start under the current quota');
+    const other = { task: over(7, 'needs 4 GPUs; user bob may hold at most 2.'), from: 'pending', to: 'pending', overQuota: true };
+    expect(describeChange(other).message).toBe('Task 7 (big) can never start under the current quota: needs 4 GPUs; user bob may hold at most 2');
   });
 });
 
@@ -95,20 +126,10 @@ describe('formatting', () => {
     expect(elapsedOf(task(1, 'running'), 900)).toBe(0); // clock skew never goes negative
   });
 
-  it('ETA and queue line', () => {
-    expect(formatEta(null, 100)).toBe('unknown');
-    expect(formatEta(100.5, 100)).toBe('now');
-    expect(formatEta(400, 100)).toBe('in 5m 00s');
-    const waiting = task(1, 'pending', { queue: { reason: 'Resources', position: 2, estimated_start: 1250, detail: '' } });
-    expect(queueText(waiting, 1000)).toBe('#2 in queue (Resources), starts in 4m 10s');
-    const budget = task(1, 'pending', { queue: { reason: 'Quota', position: 1, estimated_start: null } });
-    expect(queueText(budget, 1000)).toBe('#1 in queue (Quota), start unknown');
-    expect(queueText(task(1, 'running'), 1000)).toBe('');
-  });
-
   it('resources from placement or spec', () => {
     const placed = task(1, 'running', { placement: { nodes: [{ node: 'n1', gpus: [0, 1] }, { node: 'n2', gpus: [0, 1] }] } });
     expect(resourcesText(placed)).toBe('4 GPUs on n1, n2');
+    expect(resourcesText(task(1, 'running', { placement: { nodes: [{ node: 'localhost', gpus: [] }] } }))).toBe('no GPU on localhost');
     const asked = task(1, 'pending', { spec: { resources: { nodes: 1, gpus_per_node: 1 } } });
     expect(resourcesText(asked)).toBe('1 GPU, 1 node');
     expect(resourcesText(task(1, 'pending'))).toBe('');

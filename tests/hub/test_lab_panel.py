@@ -19,8 +19,10 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+import yaml
 
 from .conftest import ARTIFACTS, ROOT, HubProcess, browser_login
+from .lab_layout import outside_panel, set_panel_width, wrapped
 from .test_hub_auth import TASKS, api, submit, wait_status
 
 USER = "alice"  # on this module's own hub
@@ -148,7 +150,7 @@ def test_submit_the_open_notebook_watch_it_run_and_cancel_it(lab_hub: HubProcess
         # the task's spec, from the keyboard
         page.focus(f'.tacc-task[data-task-id="{task_id}"] button:has-text("Spec")')
         page.keyboard.press("Enter")
-        spec = json.loads(page.inner_text(".tacc-spec-text"))
+        spec = yaml.safe_load(page.inner_text(".tacc-spec-text"))  # the full spec, as YAML
         assert spec["name"] == "lab-ticks" and spec["entrypoint"]["argv"][0] == "python"
 
         # resubmit: the same spec again, so the same digest, as a new task the panel opens
@@ -173,8 +175,8 @@ def test_submit_the_open_notebook_watch_it_run_and_cancel_it(lab_hub: HubProcess
         queued = page.locator(f'.tacc-task[data-task-id="{waiter}"] .tacc-queue')
         queued.wait_for(timeout=30_000)
         page.wait_for_selector(f'.tacc-task[data-task-id="{waiter}"] >> text=4 GPUs, 1 node', timeout=30_000)
-        assert re.match(r"#1 in queue \(\w+\), (starts (in .+|now)|start unknown)$", queued.inner_text()), \
-            queued.inner_text()
+        head = queued.locator(".tacc-queue-head").inner_text()
+        assert re.match(r"#1 in queue · \w+ · (starts now|starts in \d+[smhd]|start time unknown)$", head), head
 
         # an admin lowers alice's quota: her next submit of the notebook is refused, the limit named
         admin = hub.token("admin", TASKS)
@@ -215,6 +217,147 @@ def test_submit_the_open_notebook_watch_it_run_and_cancel_it(lab_hub: HubProcess
     finally:
         page.context.close()
         token = hub.token(USER, TASKS)  # leave no task of ours holding GPUs for the session's other tests
+        for task in api(hub, token, "GET", "/api/tasks?limit=50").json()["tasks"]:
+            if task["status"] in ("pending", "starting", "running"):
+                api(hub, token, "POST", f"/api/tasks/{task['id']}/cancel")
+
+
+def _check_layout(page, where: str) -> None:
+    """Header and task buttons each on one line, nothing of the panel past its edges; a screenshot to look at."""
+    assert wrapped(page, ".tacc-header .tacc-btn") == [], where
+    assert wrapped(page, ".tacc-task.tacc-open .tacc-actions .tacc-btn") == [], where
+    assert outside_panel(page) == [], where
+    assert page.eval_on_selector(".tacc-title", "e => e.scrollWidth <= e.clientWidth"), where  # not cut
+
+
+def _queue_matches_service(page, hub: HubProcess, token: str, tid: int) -> dict:
+    """The panel's estimate is the service's queue.estimated_start (the very value; the words follow the
+    %tacc monitor's rule), its detail the service's detail."""
+    row = f'.tacc-task[data-task-id="{tid}"] .tacc-queue'
+    for _ in range(20):  # the service's explanation may be renewed between two reads
+        q = api(hub, token, "GET", f"/api/tasks/{tid}").json()["queue"]
+        shown = page.get_attribute(row, "data-estimated-start")
+        want = "" if q["estimated_start"] is None or q["reason"] == "OverQuota" else q["estimated_start"]
+        if (shown == "" and want == "") or (shown and want != "" and float(shown) == want):
+            break
+        page.wait_for_timeout(500)
+    else:
+        raise AssertionError(f"panel estimate {shown!r}, service {q}")
+    shown = page.inner_text(f"{row} .tacc-queue-detail")
+    if q["reason"] == "OverQuota":  # under the headline "Can never start under the current quota": the rest
+        assert shown.lower().rstrip(".") in q["detail"].lower(), (shown, q)
+    else:
+        assert shown == q["detail"], (shown, q)
+    return q
+
+
+def test_waiting_tasks_say_why_and_the_panel_fits_its_width(lab_hub: HubProcess, browser):
+    """Bob's server holds his one GPU: his next task waits behind it (the panel says so: reason, the service's
+    detail and estimate, the server marked as his), its log area says it waits instead of streaming nothing,
+    and streams once it runs. A task that can never fit once an admin lowers his quota is shown as such, with
+    a notification. Header and task buttons stay on one line and nothing runs past the panel's edge, at Lab's
+    default width, a narrow and a wide one (screenshots test-artifacts/lab-panel-{waiting,narrow,wide,spec}.png)."""
+    hub, user = lab_hub, "bob"
+    admin, token = hub.token("admin", TASKS), hub.token(user, TASKS)
+    page = browser_login(browser, hub, user, "/hub/spawn")
+    streams: list[str] = []
+    page.on("request", lambda r: streams.append(r.url) if "/logs/stream" in r.url else None)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    quota = f"/api/admin/quotas/user/{user}"
+    try:
+        page.wait_for_selector("#spawn_form", timeout=30_000)
+        page.fill("#tacc-gpus", "1")  # the server holds one GPU
+        page.click("#spawn_form [type=submit]")
+        page.wait_for_url(f"**/user/{user}/lab**", timeout=120_000)
+        page.wait_for_selector(".jp-SideBar [data-id='tacc-hub-panel']", timeout=60_000)
+        page.wait_for_timeout(1000)  # Lab restores its layout (the workspaces folder is the hub's, shared)
+        if not page.is_visible(".tacc-panel .tacc-header"):  # the side bar's button toggles the panel
+            page.click('.jp-SideBar [data-id="tacc-hub-panel"]')
+        page.wait_for_selector(".tacc-panel .tacc-header")
+        page.wait_for_selector("body[data-jp-theme-light]", state="attached", timeout=30_000)
+        if page.get_attribute("body", "data-jp-theme-light") == "false":  # the other test left Lab's settings dark
+            page.click("#jp-menu-panel .lm-MenuBar-itemLabel:text-is('Settings')")
+            page.hover(".lm-Menu .lm-Menu-itemLabel:text-is('Theme')")
+            page.click(".lm-Menu .lm-Menu-itemLabel:text-is('JupyterLab Light')")
+            page.wait_for_selector("body[data-jp-theme-light=true]", state="attached", timeout=30_000)
+            page.wait_for_timeout(500)  # the theme's CSS
+        server = next(t for t in api(hub, token, "GET", "/api/tasks?limit=50").json()["tasks"]
+                      if t["name"] == f"jupyter-{user}" and t["status"] == "running")
+
+        # bob may hold 2 GPUs: "big" (2) waits behind his server (1); then the admin lowers the cap to 1
+        assert api(hub, admin, "PUT", quota, json={"max_gpus": 2}).status_code == 200
+        big = submit(hub, token, "echo big ran", name="big", gpus=2)
+        page.wait_for_selector(f'.tacc-task[data-task-id="{big}"] .tacc-queue[data-reason="Quota"]', timeout=30_000)
+        assert api(hub, admin, "PUT", quota, json={"max_gpus": 1}).status_code == 200
+        small = submit(hub, token, "echo hello from small; sleep 30", name="small", gpus=1)
+
+        # big can never start now: said so, with no estimate, and notified
+        over = page.locator(f'.tacc-task[data-task-id="{big}"] .tacc-queue.tacc-overquota')
+        over.wait_for(timeout=30_000)
+        assert over.locator(".tacc-queue-head").inner_text() == "Can never start under the current quota"
+        q = _queue_matches_service(page, hub, token, big)
+        assert q["reason"] == "OverQuota" and q["estimated_start"] is None and "at most 1" in q["detail"], q
+        assert not re.search(r"starts (now|in)|start time", over.inner_text()), over.inner_text()
+        toast = page.locator(f".Toastify__toast:has-text('Task {big} (big) can never start under the current quota')")
+        toast.wait_for(timeout=30_000)
+        assert "at most 1" in toast.inner_text()
+
+        # small waits behind bob's own server, which is marked as his
+        queued = page.locator(f'.tacc-task[data-task-id="{small}"] .tacc-queue[data-reason="Quota"]')
+        queued.wait_for(timeout=30_000)
+        q = _queue_matches_service(page, hub, token, small)
+        head = queued.locator(".tacc-queue-head").inner_text()
+        assert re.match(r"#\d+ in queue · Quota · (starts now|starts in \d+[smhd]|start time unknown)$", head), head
+        mark = page.locator(f'.tacc-task[data-task-id="{server["id"]}"] .tacc-server-mark')
+        assert mark.inner_text() == "your Jupyter server"
+
+        # its log area: waiting, and why (no stream opened yet)
+        page.click(f'.tacc-task[data-task-id="{small}"] .tacc-task-head')
+        state = page.locator(f'.tacc-task[data-task-id="{small}"] .tacc-log-state')
+        state.wait_for()
+        assert state.get_attribute("data-state") == "waiting"
+        assert state.inner_text() == "Waiting to start (Quota): the log streams here once it runs.", state.inner_text()
+        assert not [u for u in streams if f"/tasks/{small}/logs/stream" in u], streams
+        page.locator(".Toastify__toast").first.wait_for(state="detached", timeout=30_000)  # toasts gone for the shots
+        _check_layout(page, "Lab's default width")
+        page.screenshot(path=str(ARTIFACTS / "lab-panel-waiting.png"))
+
+        narrow = set_panel_width(page, 200)
+        assert narrow < 300, narrow
+        _check_layout(page, f"narrow ({narrow:.0f} px)")
+        page.screenshot(path=str(ARTIFACTS / "lab-panel-narrow.png"))
+        page.locator(".tacc-panel").screenshot(path=str(ARTIFACTS / "lab-panel-narrow-close.png"))
+
+        # the spec: a summary, the digest shortened (copy button), the whole spec as YAML
+        page.click(f'.tacc-task[data-task-id="{small}"] button:has-text("Spec")')
+        page.wait_for_selector(".tacc-spec-text")
+        full = api(hub, token, "GET", f"/api/tasks/{small}").json()
+        assert yaml.safe_load(page.inner_text(".tacc-spec-text")) == full["spec"]
+        assert page.get_attribute(".tacc-spec-digest", "data-digest") == full["digest"]
+        summary = page.inner_text(".tacc-spec-summary")
+        assert "1 GPU, 1 node" in summary and "5 min" in summary, summary
+        _check_layout(page, f"narrow ({narrow:.0f} px), spec")
+        page.screenshot(path=str(ARTIFACTS / "lab-panel-spec.png"))
+        page.locator(".tacc-panel").screenshot(path=str(ARTIFACTS / "lab-panel-spec-close.png"))
+        wide = set_panel_width(page, 480)
+        assert wide > 400, wide
+        _check_layout(page, f"wide ({wide:.0f} px), spec")
+        page.screenshot(path=str(ARTIFACTS / "lab-panel-wide.png"))
+
+        # the quota raised: both start; small's log streams once it runs
+        assert api(hub, admin, "DELETE", quota).status_code in (200, 204)
+        page.click(f'.tacc-task[data-task-id="{small}"] button:has-text("Log")')
+        page.wait_for_function("() => /hello from small/.test(document.querySelector('.tacc-log-text')?.textContent"
+                               " || '')", timeout=60_000)
+        assert page.get_attribute(f'.tacc-task[data-task-id="{small}"] .tacc-log-state', "data-state") != "waiting"
+        wait_status(hub, token, big, {"succeeded"})
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "lab-failure-waiting.png"))
+        print(f"at {page.url}; hub log:\n{hub.log_path.read_text()[-3000:]}")
+        raise
+    finally:
+        page.context.close()
+        api(hub, admin, "DELETE", quota)
         for task in api(hub, token, "GET", "/api/tasks?limit=50").json()["tasks"]:
             if task["status"] in ("pending", "starting", "running"):
                 api(hub, token, "POST", f"/api/tasks/{task['id']}/cancel")
