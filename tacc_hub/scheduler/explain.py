@@ -15,7 +15,8 @@ GPUs, not exact slots, and only as good as the predictions.
   policy's view (``LiveQueue``), and starts as usual once the quota is raised. The
   detail is the submit check's own words (``quota.refusal``), see ``over_quota``;
 - ``Quota``: its user or group is out of GPU-hours, or starting it would take
-  them above their GPU cap (no estimate while the budget is exhausted);
+  them above their GPU cap (no estimate while the budget is exhausted; at a cap,
+  not before the GPUs holding it are expected back: ``capwait.CapClock``);
 - ``Topology``: enough GPUs are free now, but not in the shape it needs;
 - ``Priority``: it would fit now, but tasks ahead of it come first;
 - ``Resources``: not enough GPUs are free.
@@ -30,6 +31,7 @@ import heapq
 import math
 from collections.abc import Iterable
 
+from .capwait import CapClock
 from .policy import Explanation, Quotas, TaskView, View
 from .quota import refusal
 from .topology import FreeMap
@@ -154,12 +156,15 @@ def explain(view: View, order: list[TaskView]) -> dict[int, Explanation]:
     free = FreeMap(view.nodes)
     shapes: dict[tuple[int, int, bool, bool], bool] = {}  # shape -> fits now (fit is O(nodes): once per shape)
     out: dict[int, Explanation] = {}
+    caps = cap_clock(view.running.values(), view.now) if q is not None else None
     for pos, t in enumerate(order, 1):
         est = starts.get(t.id)
         blocked = quota_block(t, q, users, groups)
         if t.id in never:
             out[t.id] = Explanation(OVER_QUOTA, pos, None, never[t.id])
         elif blocked:
+            if est is not None and caps is not None and q is not None:  # not before the GPUs at the cap are back
+                est = cap_start(caps, t, q, est)
             out[t.id] = Explanation("Quota", pos, est, blocked)
         elif t.gpus > free.total:
             out[t.id] = Explanation("Resources", pos, est, f"needs {t.gpus} GPUs; {free.total} free")
@@ -170,6 +175,24 @@ def explain(view: View, order: list[TaskView]) -> dict[int, Explanation]:
         else:
             out[t.id] = Explanation("Priority", pos, est, "tasks ahead of it start first")
     return out
+
+
+def cap_clock(running: Iterable[TaskView], now: float) -> CapClock:
+    """Expected ends of every user's and group's running GPUs, as ``project`` ends them."""
+    caps = CapClock()
+    for t in running:
+        end = max(now, (t.start if t.start is not None else now) + max(0.0, t.predicted - t.done) / (t.rate or 1.0))
+        caps.add(f"user:{t.owner}", end, t.gpus)
+        caps.add(f"group:{t.group}", end, t.gpus)
+    return caps
+
+
+def cap_start(caps: CapClock, t: TaskView, q: Quotas, at: float) -> float | None:
+    """The earliest start >= ``at`` that ``t``'s user and group caps allow; None while a budget is spent."""
+    if f"user:{t.owner}" in q.exhausted or f"group:{t.group}" in q.exhausted:
+        return None
+    return max(caps.earliest(f"user:{t.owner}", t.gpus, q.user(t.owner).max_gpus, at),
+               caps.earliest(f"group:{t.group}", t.gpus, q.group(t.group).max_gpus, at))
 
 
 def _fits(free: FreeMap, t: TaskView, cache: dict[tuple[int, int, bool, bool], bool]) -> bool:

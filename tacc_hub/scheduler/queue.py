@@ -41,8 +41,8 @@ import logging
 from dataclasses import dataclass, replace
 
 from .cluster import ClusterState, NodeSlots, Placement
+from .explain import cap_clock, cap_start, held_by, quota_block, quota_reason, startable
 from .explain import explain as generic_explain
-from .explain import held_by, quota_block, quota_reason, startable
 from .frozen import Frozen
 from .history import DurationHistory
 from .policy import Action, Explanation, Policy, Preempt, Quotas, Start, TaskView, View, Wake
@@ -281,10 +281,15 @@ class LiveQueue:
         if len(out) < len(self.waiting):  # kept out of the views by a quota or the running cap
             n = len(out)
             users, groups = held_by(self.running.values())
+            caps = cap_clock(self.running.values(), now) if quotas is not None else None
             for tid, t in self.waiting.items():
                 if tid not in out:
                     n += 1
-                    reason, why = quota_reason(t, quotas, users, groups) or (
+                    held = quota_reason(t, quotas, users, groups)
+                    reason, why = held or (
                         "Quota", f"user {t.owner} has {self.max_running} tasks running, the most allowed")
-                    out[tid] = Explanation(reason, n, None, why)
+                    est = None  # at a cap: when the GPUs holding it are expected back
+                    if held is not None and reason == "Quota" and caps is not None and quotas is not None:
+                        est = cap_start(caps, t, quotas, now)
+                    out[tid] = Explanation(reason, n, est, why)
         return out

@@ -5,7 +5,10 @@ forward projection in that order, like Slurm's backfill estimate: GPUs free now,
 plus each running task's GPUs at its expected end (median remaining time given
 its attained service); each waiting task in turn starts when enough GPUs are
 free and holds them for its expected run time. The projection counts GPUs, not
-shapes, and does not backfill, so estimates never decrease with position.
+shapes, and does not backfill, so estimates never decrease with position, except
+that a task at its user's or group's GPU cap (reason ``Quota``) starts no earlier
+than the GPUs holding that cap are expected back (``capwait.CapClock``): it may
+show a later time than tasks behind it, which the scheduler starts past it.
 
 Reasons: ``OverQuota`` (it can never start under the quotas: ``explain.over_quota``; no
 estimate), ``Quota`` (its user or group is exhausted: no estimate; or at its
@@ -15,8 +18,8 @@ placement), ``Priority`` (it fits, but tasks ahead of it, or the head's
 reservation, hold the GPUs).
 
 Invariants: every waiting task gets exactly one explanation; positions are
-1..n with no gaps; estimated starts are >= ``view.now`` and non-decreasing in
-position (None only where the task can never start under the current quotas
+1..n with no gaps; estimated starts are >= ``view.now`` and, apart from tasks at a
+cap, non-decreasing in position (None only where the task can never start under the current quotas
 or is larger than the cluster). Cost: one walk of the order plus a heap over
 running tasks; placement is tested once per distinct shape.
 """
@@ -26,6 +29,7 @@ from __future__ import annotations
 import heapq
 from typing import TYPE_CHECKING
 
+from ..capwait import CapClock
 from ..explain import OVER_QUOTA, over_quota
 from ..policy import Explanation, Quotas, TaskView, View
 from ..topology import FreeMap, switches_of
@@ -42,8 +46,12 @@ def explain(policy: Tacc, view: View) -> dict[int, Explanation]:
     held_u: dict[str, int] = {}
     held_g: dict[str, int] = {}
     ends: list[tuple[float, int]] = []
+    caps = CapClock()  # when the GPUs holding each user's and group's cap are expected back
     for t in view.running.values():
-        ends.append((expected_end(t, q, now), t.gpus))
+        end = expected_end(t, q, now)
+        ends.append((end, t.gpus))
+        caps.add(f"user:{t.owner}", end, t.gpus)
+        caps.add(f"group:{t.group}", end, t.gpus)
         held_u[t.owner] = held_u.get(t.owner, 0) + t.gpus
         held_g[t.group] = held_g.get(t.group, 0) + t.gpus
     heapq.heapify(ends)
@@ -80,12 +88,18 @@ def explain(policy: Tacc, view: View) -> dict[int, Explanation]:
             clock = max(clock, end)
             avail += gpus
         avail -= t.gpus
+        start = clock
+        if reason == "Quota" and quotas is not None:  # at a cap: not before the GPUs holding it come back
+            start = max(caps.earliest(f"user:{t.owner}", t.gpus, quotas.user(t.owner).max_gpus, clock),
+                        caps.earliest(f"group:{t.group}", t.gpus, quotas.group(t.group).max_gpus, clock))
         k = (t.group, t.done, t.time_limit, t.predicted if no_history else 0.0)
         run = runs.get(k)
         if run is None:
             run = runs[k] = expected_run(t, q)
-        heapq.heappush(ends, (clock + run, t.gpus))
-        out[t.id] = Explanation(reason, pos, clock, detail)
+        heapq.heappush(ends, (start + run, t.gpus))
+        caps.add(f"user:{t.owner}", start + run, t.gpus)
+        caps.add(f"group:{t.group}", start + run, t.gpus)
+        out[t.id] = Explanation(reason, pos, start, detail)
     return out
 
 
