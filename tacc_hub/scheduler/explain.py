@@ -109,10 +109,10 @@ def quota_block(t: TaskView, q: Quotas | None, users: dict[str, int], groups: di
         return f"group {t.group} has used this period's GPU-hours"
     cap = q.user(t.owner).max_gpus
     if cap is not None and users.get(t.owner, 0) + t.gpus > cap:
-        return f"user {t.owner} holds {users.get(t.owner, 0)} of at most {cap} GPUs"
+        return f"user {t.owner} holds {users.get(t.owner, 0)} of at most {cap} GPU{'' if cap == 1 else 's'}"
     cap = q.group(t.group).max_gpus
     if cap is not None and groups.get(t.group, 0) + t.gpus > cap:
-        return f"group {t.group} holds {groups.get(t.group, 0)} of at most {cap} GPUs"
+        return f"group {t.group} holds {groups.get(t.group, 0)} of at most {cap} GPU{'' if cap == 1 else 's'}"
     return None
 
 

@@ -114,10 +114,10 @@ def _quota(t: TaskView, quotas: Quotas, held_u: dict[str, int],
         return "Quota", f"group {t.group} has no GPU-hours left", True
     cap = quotas.user(t.owner).max_gpus
     if cap is not None and held_u.get(t.owner, 0) + t.gpus > cap:
-        return "Quota", f"user {t.owner} at its cap of {cap} GPUs", t.gpus > cap
+        return "Quota", f"user {t.owner} at its cap of {cap} GPU{'' if cap == 1 else 's'}", t.gpus > cap
     cap = quotas.group(t.group).max_gpus
     if cap is not None and held_g.get(t.group, 0) + t.gpus > cap:
-        return "Quota", f"group {t.group} at its cap of {cap} GPUs", t.gpus > cap
+        return "Quota", f"group {t.group} at its cap of {cap} GPU{'' if cap == 1 else 's'}", t.gpus > cap
     return None, "", False
 
 
