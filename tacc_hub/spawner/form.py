@@ -273,7 +273,7 @@ def render_form(limits: Limits, profiles: list[Profile], quota: dict[str, Any] |
         parts.append(f'<div class="alert alert-warning">{escape(notice)}</div>')
     standing = []
     if limits.cap is not None:
-        standing.append(f"{limits.cap[0]} may hold at most {limits.cap[1]} GPUs")
+        standing.append(f"{limits.cap[0]} may hold at most {limits.cap[1]} GPU{'' if limits.cap[1] == 1 else 's'}")
     if limits.budget_left is not None:
         standing.append(f"{limits.budget_left[0]} has {_num(limits.budget_left[1])} GPU-hours left this "
                         f"{limits.period}")

@@ -26,7 +26,7 @@ def test_the_form_shows_the_quota_and_refuses_what_it_does_not_allow(spawner_hub
     try:
         s = _login(hub, "bob")
         page = s.get(f"{hub.url}/hub/spawn", timeout=30).text
-        assert "user bob may hold at most 1 GPUs" in page and "user bob has 3.0 GPU-hours left" in page, page
+        assert "user bob may hold at most 1 GPU" in page and "user bob has 3.0 GPU-hours left" in page, page
         assert "One GPU &lt;b&gt;" in page and "One GPU <b>" not in page  # profile names are escaped
         assert 'name="gpus"' in page and 'max="1"' in page
         xsrf = s.cookies.get("_xsrf")
