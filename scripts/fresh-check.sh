@@ -48,6 +48,7 @@ DIR=${TACC_FRESH_DIR:-$(mktemp -d /var/tmp/tacc-fresh.XXXXXX)}
 mkdir -p "$DIR"
 DIR=$(cd "$DIR" && pwd -P)
 [ "$DIR" != / ] || lib_die "refusing to use / as the chroot"
+chmod 755 "$DIR"  # the chroot's /: mktemp makes it 0700, and then no other user (munge, postgres) can run anything
 MOUNTED=()
 
 chroot_pids() {  # processes whose root directory is the chroot
