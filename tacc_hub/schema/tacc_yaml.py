@@ -5,7 +5,8 @@ people write task files by hand:
 
 - ``code: some/dir`` is short for ``code: {kind: local, path: some/dir}``;
 - ``entrypoint: "python train.py"`` or a list of strings is a list of shell
-  lines (as in tuxiv.conf); ``entrypoint: {argv: [...]}`` is an exact argv;
+  lines, each its own command (unlike tuxiv.conf, whose items are one command);
+  ``entrypoint: {argv: [...]}`` is an exact argv;
 - ``resources.time_limit`` and ``resources.memory`` accept ``2h`` / ``16G``.
 
 Invariant: pure (text in, spec out); errors name the field.

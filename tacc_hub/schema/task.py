@@ -292,7 +292,8 @@ class TaskSpec(Model):
     )
     notify: Notify | None = Field(
         None, exclude_if=lambda v: v is None,
-        description="Notifications about this task (e-mail address and events); sent by the service.",
+        description="Notifications about this task (e-mail address and events; sbatch mail-type/mail-user map "
+        "here): kept with the task; tacc_hub does not send them yet.",
     )
     account: Name | None = Field(
         None, exclude_if=lambda v: v is None,
