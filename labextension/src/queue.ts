@@ -11,8 +11,8 @@ import type { Task } from './model';
 export const OVER_QUOTA = 'OverQuota';
 
 /**
- * `starts now`, `starts in 4m`, `start time unknown`: the monitor's rule (tacc_hub/jupyter/monitor.py
- * `describe_queue`): under a second is now, else the largest whole unit of d, h, m, s.
+ * `starts now`, `starts in 4m`, `start time unknown`: the %tacc monitor's rule (tacc_hub/jupyter/taskline.py
+ * `eta`): under a second is now, else the largest whole unit of d, h, m, s.
  */
 export function startText(estimatedStart: number | null | undefined, now: number): string {
   if (estimatedStart == null || !isFinite(estimatedStart)) {

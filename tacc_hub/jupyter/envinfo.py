@@ -169,26 +169,22 @@ def git_toplevel(folder: Path) -> Path | None:
     return Path(top.strip()) if top and top.strip() else None
 
 
-def git_info(folder: Path, within: Path | None = None) -> GitInfo | None:
-    """The repository holding ``folder``; with ``within`` (a root the user may read) its files and diff
-    are limited to what lies inside that root, when the repository reaches outside it."""
+def git_info(folder: Path) -> GitInfo | None:
+    """The repository holding ``folder`` (capture uses it only when that repository lies inside the
+    user's root: ``capture``)."""
     top = git(folder, "rev-parse", "--show-toplevel")
     if not top:
         return None
     toplevel = Path(top.strip())
-    limit: list[str] = []
-    if within is not None and not toplevel.resolve().is_relative_to(within.resolve()):
-        rel = folder.resolve().relative_to(toplevel.resolve()).as_posix()
-        limit = [f":(literal){rel}"]
     commit = git(toplevel, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
     branch = git(toplevel, "symbolic-ref", "--quiet", "--short", "HEAD")
     remote = git(toplevel, "remote", "get-url", "origin")
-    listed = git(toplevel, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", *limit) or ""
+    listed = git(toplevel, "ls-files", "-z", "--cached", "--others", "--exclude-standard") or ""
     files = sorted({f for f in listed.split("\0") if f})
     diff = ""
     if commit:
-        diff = git(toplevel, "diff", "--no-ext-diff", "--no-textconv", "--binary", "HEAD", "--", *limit) or ""
-    untracked = git(toplevel, "ls-files", "-z", "--others", "--exclude-standard", "--", *limit) or ""
+        diff = git(toplevel, "diff", "--no-ext-diff", "--no-textconv", "--binary", "HEAD") or ""
+    untracked = git(toplevel, "ls-files", "-z", "--others", "--exclude-standard") or ""
     dirty = bool(diff) or bool(untracked.strip("\0")) or not commit
     return GitInfo(toplevel=toplevel, commit=commit.strip() if commit else None,
                    branch=branch.strip() if branch else None, remote=remote.strip() if remote else None,

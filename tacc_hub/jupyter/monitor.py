@@ -17,16 +17,11 @@ import html
 from collections.abc import Callable
 from typing import Any
 
-from .taskline import queue_line, status_line
+from .taskline import status_line
 
 TERMINAL = frozenset({"succeeded", "failed", "cancelled", "lost"})
 TAIL_CHARS = 64 * 1024  # kept in ``log``
 TAIL_LINES = 12  # shown: as many as the box holds, so what it shows is the log's end
-
-
-def describe_queue(queue: dict[str, Any] | None, now: float | None = None) -> str:
-    """The queue line of ``taskline`` (kept under this name for callers of older versions)."""
-    return queue_line(queue, now)
 
 
 def tail(text: str, lines: int = TAIL_LINES) -> str:
