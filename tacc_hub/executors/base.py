@@ -24,6 +24,8 @@ from typing import Any, Literal
 from tacc_hub.compiler.plan import ExecutionPlan
 from tacc_hub.scheduler.cluster import Node, Placement
 
+from .identity import Account, Identity
+
 # Ends an ``Observation.reason`` after which the service may run the task again: it did not
 # fail by itself (a node of it failed, or the cluster preempted it). See ``TaskSpec.qos.requeue``.
 REQUEUE_MARK = "[requeue]"
@@ -44,6 +46,8 @@ class Launch:
     plan: ExecutionPlan
     placement: Placement
     attempt: int = 0  # runs before this one (preempted); the task sees it as TACC_ATTEMPT
+    account: Account | None = None  # the Unix account it runs as; None: the service's own (task_identity=service)
+    group: str = ""  # the owner's tacc group (Slurm: --account/--qos through the site's maps)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +59,7 @@ class Observation:
 
 class Executor(abc.ABC):
     name: str = "abstract"
+    identity: Identity = Identity()  # who tasks run as; the service sets it (TaccHub.task_identity)
 
     def set_waker(self, wake: Callable[[], None]) -> None:
         """Called with the service's wake-up function; call it when a task changes state."""

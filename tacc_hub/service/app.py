@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import tornado.httpserver
 import tornado.web
 from tornado.log import access_log
-from traitlets import Bool, Dict, Enum, Float, Integer, Unicode, default
+from traitlets import Bool, Dict, Enum, Float, Integer, List, Unicode, default
 from traitlets.config import Application
 
 import tacc_hub
@@ -132,6 +132,37 @@ class TaccHub(Application):
                      "service ($JUPYTERHUB_API_TOKEN and $JUPYTERHUB_API_URL set), else token. See docs/hub.md.")
     state_dir = Unicode(config=True, help="Directory for task files, logs, code snapshots and environments. "
                         "Default: $TACC_STATE_DIR or ./.tacc")
+    data_dir = Unicode(config=True, help="Directory for what tasks see: tasks/<id>/ (each task's work/, output.log "
+                       "and checkpoint/, owned by the task's user, mode 0700), users/<name>/ (each user's TACC_USERDIR "
+                       "when it is not their home) and envs/. Kept apart from state_dir, which only the service can "
+                       "enter (0700); every directory above it must be searchable by the users (o+x). Slurm: the "
+                       "nodes must see it at the same path. Default: $TACC_DATA_DIR or <state_dir>-data")
+    task_identity = Enum(["owner", "service"], "owner", config=True,
+                         help="Who tasks run as. owner: each task (and each user's Jupyter server) runs as its "
+                         "owner's Unix account (after username_map); a user without one is refused at submit "
+                         "(403 \"no Unix account for 'carol' on this cluster\"). The service switches users "
+                         "through tacc-launcher (as root, or through sudo: see docs/security.md). service: every "
+                         "task runs as the service's own account and can read every other task's files: for one "
+                         "person only; the service warns at every start. See docs/security.md.")
+    username_map = Dict(config=True, help="tacc user (hub name or token user) -> Unix account name, for sites where "
+                        "they differ (as JupyterHub's Authenticator.username_map). Unlisted users: the same name. "
+                        "Example: {'alice@uni.edu': 'alice'}.")
+    min_task_uid = Integer(1000, config=True, help="Lowest uid a task may run as (task_identity=owner): root and "
+                           "system accounts below it never run tasks. tacc-launcher enforces it too.")
+    launcher_command = List(Unicode(), config=True,
+                            help="Command that runs tacc-launcher, the one privileged step (it starts, signals and "
+                            "reaps a task's processes as their owner; see docs/security.md). Default: the launcher "
+                            "itself when the service runs as root, else ['sudo', '-n', '<bin>/tacc-launcher'] (the "
+                            "sudoers rule in deploy/sudoers.d/tacc-hub).")
+    task_path = Unicode("/usr/local/bin:/usr/bin:/bin", config=True,
+                        help="PATH a task starts with (its environment's bin directory comes first). The service's "
+                        "own PATH is never passed on: its CLI and state are not a task's business.")
+    slurm_account_map = Dict(config=True, help="tacc group -> Slurm account (sbatch --account), so that Slurm's "
+                             "accounting (sacct, sreport) charges the right people. '*' is the fallback for unlisted "
+                             "groups; '{group}' in a value is the group's name. Empty: no --account (Slurm uses the "
+                             "user's default account). Example: {'nlp': 'nlp-lab', '*': '{group}'}.")
+    slurm_qos_map = Dict(config=True, help="tacc group -> Slurm QOS (sbatch --qos), as slurm_account_map ('*' and "
+                         "'{group}' likewise). Empty: no --qos.")
     db_url = Unicode(config=True, help="SQLAlchemy URL of the store: sqlite:///path (default, WAL mode) or "
                      "postgresql+psycopg://user@host/db. Default: $TACC_DB_URL or sqlite:///<state_dir>/tacc.sqlite")
     local_gpus = Integer(0, config=True, help="GPUs on this machine handed out by the local executor through "
@@ -224,6 +255,10 @@ class TaccHub(Application):
     @default("state_dir")
     def _state_dir(self) -> str:
         return os.environ.get("TACC_STATE_DIR") or os.path.abspath(".tacc")
+
+    @default("data_dir")
+    def _data_dir(self) -> str:
+        return os.environ.get("TACC_DATA_DIR") or str(Path(self.state_dir).resolve()) + "-data"
 
     @default("slurm_conf")
     def _slurm_conf(self) -> str:

@@ -36,6 +36,7 @@ from typing import Any
 
 from tacc_hub.compiler import ExecutionPlan, SiteProfile, compile_task
 from tacc_hub.executors import REQUEUE_MARK, Executor, Launch, LaunchError, LaunchUnavailable, Observation
+from tacc_hub.executors.identity import IdentityError
 from tacc_hub.scheduler import ClusterState, Placement, Request, never_fits
 from tacc_hub.scheduler.durations import RunTimePredictor
 from tacc_hub.scheduler.explain import OVER_QUOTA
@@ -554,8 +555,15 @@ class Controller(RecoveryMixin):
         assert rec.plan is not None
         plan = ExecutionPlan.model_validate(rec.plan)
         try:
+            account = self.executor.identity.account(rec.owner)
+        except IdentityError as exc:
+            live.busy = False
+            self._finish(rec.id, live, S.FAILED, reason=f"could not start: {exc}")
+            return
+        try:
             state = await self.executor.launch(Launch(task_id=rec.id, owner=rec.owner, plan=plan, placement=placement,
-                                                      attempt=live.attempt))
+                                                      attempt=live.attempt, account=account,
+                                                      group=self.group_of(rec.owner)))
         except LaunchUnavailable as exc:
             self._launch_unavailable(rec, live, exc)
             return

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any
 
+from tacc_hub.executors.identity import IdentityError
 from tacc_hub.schema import SpecError, load_tuxiv, load_yaml, spec_from_data
 from tacc_hub.store import TaskRecord, TaskStatus
 
@@ -110,9 +111,17 @@ class TasksHandler(ApiHandler):
                        f"{group!r}; leave account out, or write account={group}")
             raise ApiError(403, message, [{"field": "account", "message": message}])
 
+    def _check_identity(self) -> None:
+        """The caller must have a Unix account here to run tasks as (``TaccHub.task_identity = 'owner'``)."""
+        try:
+            self.ctx.controller.executor.identity.account(self.user)
+        except IdentityError as exc:
+            raise ApiError(403, str(exc), [{"field": "owner", "message": str(exc)}]) from None
+
     async def post(self) -> None:
         spec = self._spec()
         self._check_account(spec)
+        self._check_identity()
         ctl = self.ctx.controller
         try:
             if self.get_query_argument("dry_run", "0") in ("1", "true"):
