@@ -1,53 +1,55 @@
-"""The local executor: tasks as process groups on this machine.
+"""The local executor: tasks as supervised process trees on this machine, run as their owners.
 
-Each task gets ``<state_dir>/tasks/<id>/`` holding ``launch.sh`` and the
-plan's files, ``work/`` (its code), ``output.log`` (stdout and stderr) and,
-once it ends, ``exitcode``. A fixed supervisor (no user data in it) runs
-``launch.sh`` in a new session and writes ``exitcode`` atomically, so a
-restarted service can tell "finished while we were away" (exitcode present)
-from "still running" (pid alive with the same start time) from "lost"
-(neither).
+Each task gets ``<data_dir>/tasks/<id>/`` (owned by the task's user, mode 0700: ``launch.sh`` and the
+plan's files, ``work/`` (its code), ``output.log``, ``checkpoint/``) and a control directory
+``<run_dir>/<id>/`` that only the service (and root) can enter: ``launch.json`` (written here: what to
+run, as whom, with which environment) and what ``tacc-launcher`` writes there as root
+(``supervisor.json``, ``exitcode``, ``notes``). The launcher (``tacc_hub.launcher``) prepares the
+directory as the user and stays on as the task's supervisor: a root subreaper that kills every
+process of the task before it writes ``exitcode``, so "exitcode present" means "the run and all its
+processes are over, its GPUs are free"; "supervisor alive (same pid and start time)" means running;
+neither means lost.
 
-Preemption: a preempted task gets SIGTERM and ``grace_period`` seconds
-(``TACC_PREEMPT_GRACE``) to save its state in ``TACC_CHECKPOINT_DIR``
-(``<id>/checkpoint/``); when it runs again, that folder and ``output.log``
-are kept (the log is appended to) and ``TACC_ATTEMPT`` counts earlier runs.
+Preemption and cancel: ``tacc-launcher cancel`` (SIGTERM to the supervisor): the whole tree gets
+SIGTERM and, ``grace_period`` seconds later (``TACC_PREEMPT_GRACE``), SIGKILL; the grace period is
+counted by the supervisor, so a service restart in between changes nothing. A preempted task keeps
+``checkpoint/`` and ``output.log`` (appended to) and ``TACC_ATTEMPT`` counts earlier runs.
 
-Invariants: tasks get a scrubbed environment (``env_keep`` plus the launch
-variables), never the service's own secrets; GPU slots reach the task only
-through ``CUDA_VISIBLE_DEVICES``; cancel is SIGTERM to the whole process group,
-then SIGKILL after ``grace_period``; a pid is only signalled after its start
-time matches the one recorded at launch (no killing a recycled pid).
+Invariants: tasks get a scrubbed environment (``env_keep`` plus the launch variables, ``PATH`` from
+``task_path``, ``HOME``/``USER`` of their account), never the service's own; GPU slots reach the task
+only through ``CUDA_VISIBLE_DEVICES``; a supervisor is only signalled after its start time matches
+the one recorded at launch (no signalling a recycled pid).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
-import signal
 import socket
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from ..scheduler.cluster import Node
 from .base import Executor, Launch, LaunchError, Observation
-from .prepare import owner_dir, prepare_task_dir, task_env
+from .identity import Account, Identity
+from .prepare import owner_dir, task_env
 
-SUPERVISOR = (
-    'cd -- "$1" || exit 111\n'
-    "bash ./launch.sh >>output.log 2>&1\n"
-    "rc=$?\n"
-    "printf '%s\\n' \"$rc\" > exitcode.tmp && mv -f exitcode.tmp exitcode\n"
-    'if [ -n "$2" ] && [ -e "output.log" ]; then\n'
-    '  mkdir -p -- "$(dirname -- "work/$2")" && cp -- output.log "work/$2"\n'
-    "fi\n"
-    'exit "$rc"\n'
-)
+DEFAULT_ENV_KEEP = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
+                    "OMP_NUM_THREADS")
+DEFAULT_TASK_PATH = "/usr/local/bin:/usr/bin:/bin"
+KEEP = ("output.log", "checkpoint")  # what a task's next run (after a preemption) finds again
+READY_TIMEOUT_S = 3600.0  # preparing may build an env
 
-DEFAULT_ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "HOME", "TMPDIR", "OPENBLAS_CORETYPE",
-                    "OPENBLAS_L2_SIZE", "OMP_NUM_THREADS")
+
+def default_launcher() -> list[str]:
+    """How the service runs tacc-launcher: itself when root (or for its own identity), else through sudo."""
+    if os.geteuid() == 0:
+        return [sys.executable, "-I", "-m", "tacc_hub.launcher"]
+    return ["sudo", "-n", str(Path(sys.executable).parent / "tacc-launcher")]
 
 
 def proc_start_time(pid: int) -> int | None:
@@ -73,27 +75,49 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def base_environ(env_keep: tuple[str, ...], account: Account | None, task_path: str) -> dict[str, str]:
+    """What every task starts from: the kept variables, PATH, and its account's HOME, USER and LOGNAME."""
+    env = {k: os.environ[k] for k in env_keep if k in os.environ}
+    env["PATH"] = task_path
+    if account is not None:
+        env.update(HOME=account.home, USER=account.name, LOGNAME=account.name)
+    else:
+        env["HOME"] = os.environ.get("HOME", "/")
+    return env
+
+
 class LocalExecutor(Executor):
     name = "local"
 
     def __init__(
         self,
-        state_dir: str | Path,
+        data_dir: str | Path,
         *,
+        run_dir: str | Path | None = None,
+        identity: Identity | None = None,
+        launcher: list[str] | None = None,
         gpus: int = 0,
         node_name: str = "localhost",
         grace_period: float = 10.0,
         env_keep: tuple[str, ...] = DEFAULT_ENV_KEEP,
         extra_env: dict[str, str] | None = None,
+        task_path: str = DEFAULT_TASK_PATH,
     ) -> None:
-        self.root = Path(state_dir)
-        (self.root / "tasks").mkdir(parents=True, exist_ok=True)
-        (self.root / "users").mkdir(parents=True, exist_ok=True)
+        self.root = Path(data_dir)
+        self.run_dir = Path(run_dir) if run_dir is not None else self.root / "run"
+        for d in (self.root / "tasks", self.root / "users", self.root / "envs"):
+            d.mkdir(parents=True, exist_ok=True)
+            os.chmod(d, 0o711)  # noqa: S103 - searchable, not listable: users reach their own entries
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.run_dir, 0o700)
+        self.identity = identity or Identity()
+        self.launcher = list(launcher) if launcher else default_launcher()
         self.gpus = gpus
         self.node_name = node_name
         self.grace_period = grace_period
         self.env_keep = env_keep
         self.extra_env = dict(extra_env or {})
+        self.task_path = task_path
         self._children: dict[int, asyncio.subprocess.Process] = {}
 
     def nodes(self) -> list[Node]:
@@ -102,17 +126,21 @@ class LocalExecutor(Executor):
     def task_dir(self, task_id: int) -> Path:
         return self.root / "tasks" / str(int(task_id))
 
-    def user_dir(self, owner: str) -> Path:
-        return owner_dir(self.root, owner)
+    def control_dir(self, task_id: int) -> Path:
+        return self.run_dir / str(int(task_id))
 
-    def _prepare(self, launch: Launch) -> Path:
-        return prepare_task_dir(self.task_dir(launch.task_id), launch, self.user_dir(launch.owner))
+    def user_dir(self, owner: str, account: Account | None = None) -> Path:
+        return owner_dir(self.root, account.name if account is not None else owner)
 
-    def _environ(self, launch: Launch, tdir: Path) -> dict[str, str]:
-        env = {k: os.environ[k] for k in self.env_keep if k in os.environ}
-        env.update(self.extra_env)
+    def launch_spec(self, launch: Launch) -> dict[str, Any]:
+        """launch.json: everything tacc-launcher needs, so that it takes nothing but a task id."""
+        plan, account = launch.plan, launch.account
+        tdir = self.task_dir(launch.task_id)
+        user_dir = self.user_dir(launch.owner, account)
         slots = launch.placement.nodes[0].gpus if launch.placement.nodes else []
-        env.update(task_env(launch, tdir, self.user_dir(launch.owner), self.grace_period))
+        env = base_environ(self.env_keep, account, self.task_path)
+        env.update(self.extra_env)
+        env.update(task_env(launch, tdir, user_dir, self.grace_period))
         env.update({
             "TACC_NODE_RANK": "0",
             "TACC_NNODES": "1",
@@ -120,29 +148,78 @@ class LocalExecutor(Executor):
             "TACC_MASTER_PORT": str(free_port()),
             "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in slots),
         })
-        return env
+        return {
+            "task_id": launch.task_id,
+            "account": None if account is None else {"name": account.name, "uid": account.uid, "gid": account.gid},
+            "task_dir": str(tdir),
+            "user_dir": str(user_dir),
+            "env_dir": None if plan.env.kind == "base" else str(Path(plan.env.path).parent),
+            "keep": list(KEEP),
+            "files": {**plan.files, "launch.sh": plan.script},
+            "code": plan.code.model_dump(mode="json"),
+            "workdir": plan.workdir,
+            "env": env,
+            "env_plan": plan.env.model_dump(mode="json"),
+            "build_env": True,
+            "log_copy": plan.log_file or "",
+            "grace": self.grace_period,
+        }
+
+    def write_control(self, launch: Launch) -> Path:
+        """A fresh ``<run_dir>/<id>/`` holding launch.json (mode 0600), nothing of an earlier run."""
+        ctl = self.control_dir(launch.task_id)
+        ctl.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(ctl, 0o700)
+        for name in ("exitcode", "notes", "supervisor.json"):
+            with contextlib.suppress(FileNotFoundError):
+                (ctl / name).unlink()
+        tmp = ctl / ".launch.json.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(self.launch_spec(launch), fh)
+        tmp.replace(ctl / "launch.json")
+        return ctl
+
+    def _launcher_env(self) -> dict[str, str]:
+        return {"PATH": DEFAULT_TASK_PATH, "LANG": os.environ.get("LANG", "C.UTF-8")}
+
+    async def _call(self, verb: str, task_id: int) -> tuple[int, str]:
+        """Run a short launcher verb (cancel, kill); (exit status, its message)."""
+        proc = await asyncio.create_subprocess_exec(
+            *self.launcher, str(self.run_dir), verb, str(int(task_id)), env=self._launcher_env(),
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
+        _, err = await proc.communicate()
+        return proc.returncode or 0, err.decode(errors="replace").strip()
 
     async def launch(self, launch: Launch) -> dict[str, Any]:
         if len(launch.placement.nodes) != 1 or launch.placement.nodes[0].node != self.node_name:
             raise LaunchError("the local executor runs single-node tasks on this machine only")
         try:
-            tdir = await asyncio.to_thread(self._prepare, launch)
-        except LaunchError:
-            raise
-        except OSError as exc:
-            raise LaunchError(f"preparing the task failed: {exc}") from exc
-        log_copy = launch.plan.log_file or ""
-        try:
+            await asyncio.to_thread(self.write_control, launch)
             proc = await asyncio.create_subprocess_exec(
-                "bash", "-c", SUPERVISOR, "tacc-supervisor", str(tdir), log_copy,
-                cwd=tdir, env=self._environ(launch, tdir), stdin=asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL, start_new_session=True,
+                *self.launcher, str(self.run_dir), "start", str(int(launch.task_id)), env=self._launcher_env(),
+                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                start_new_session=True,
             )
         except OSError as exc:
             raise LaunchError(f"starting the task failed: {exc}") from exc
+        assert proc.stdout is not None and proc.stderr is not None
+        try:
+            line = await asyncio.wait_for(proc.stdout.readline(), READY_TIMEOUT_S)
+        except TimeoutError:
+            await self._call("kill", launch.task_id)
+            raise LaunchError(f"the task was not ready after {READY_TIMEOUT_S:g} s of preparation") from None
+        try:
+            ready = json.loads(line)
+        except ValueError:
+            err = (await proc.stderr.read()).decode(errors="replace").strip()
+            await proc.wait()
+            reason = err.removeprefix("tacc-launcher: ") or f"tacc-launcher exited {proc.returncode}"
+            raise LaunchError(reason[-3000:]) from None
         self._children[launch.task_id] = proc
         asyncio.get_running_loop().create_task(self._reap(launch.task_id, proc))
-        return {"pid": proc.pid, "start_time": proc_start_time(proc.pid), "dir": str(tdir)}
+        return {"pid": int(ready["pid"]), "start_time": ready.get("start_time"),
+                "dir": str(self.task_dir(launch.task_id))}
 
     async def _reap(self, task_id: int, proc: asyncio.subprocess.Process) -> None:
         with contextlib.suppress(Exception):
@@ -157,27 +234,24 @@ class LocalExecutor(Executor):
         return now is not None and (state.get("start_time") is None or now == state.get("start_time"))
 
     def _observe(self, task_id: int, state: dict[str, Any]) -> Observation:
-        tdir = self.task_dir(task_id)
-        child = self._children.get(task_id)
-        code_file = tdir / "exitcode"
-        if code_file.exists():
-            text = code_file.read_text().strip()
+        ctl = self.control_dir(task_id)
+        try:
+            text = (ctl / "exitcode").read_text().strip()
+        except FileNotFoundError:
+            text = None
+        if text is not None:
             self._children.pop(task_id, None)
+            notes = (ctl / "notes").read_text().strip() if (ctl / "notes").exists() else ""
+            reason = "; ".join(n for n in notes.splitlines() if n and n != "cancelled") or None
             try:
-                return Observation("exited", exit_code=int(text))
+                return Observation("exited", exit_code=int(text), reason=reason)
             except ValueError:
                 return Observation("exited", exit_code=255, reason=f"unreadable exit status {text[:20]!r}")
-        if child is not None and child.returncode is None:
+        if self._alive(state):
             return Observation("running")
-        if child is None and self._alive(state):
-            return Observation("running")
-        if child is not None and child.returncode is not None:
-            self._children.pop(task_id, None)
-            rc = child.returncode
-            why = f"killed by signal {-rc}" if rc < 0 else f"supervisor exited {rc}"
-            return Observation("gone", reason=f"the task's processes ended without an exit status ({why})")
-        return Observation("gone", reason="the task's process is gone and left no exit status (it was running while "
-                                           "the service was down, or was killed from outside)")
+        self._children.pop(task_id, None)
+        return Observation("gone", reason="the task's supervisor is gone and left no exit status (the machine "
+                                           "restarted, or it was killed from outside)")
 
     async def poll(self, states: dict[int, dict[str, Any]]) -> dict[int, Observation]:
         out: dict[int, Observation] = {}
@@ -189,32 +263,15 @@ class LocalExecutor(Executor):
         return out
 
     async def cancel(self, task_id: int, state: dict[str, Any]) -> None:
-        if not self._alive(state) and task_id not in self._children:
+        """SIGTERM to the tree through the supervisor; returns once the supervisor wrote the exit status."""
+        if not self._alive(state):
             return
-        pid = int(state["pid"])
-        for sig, wait in ((signal.SIGTERM, self.grace_period), (signal.SIGKILL, 5.0)):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, sig)
+        for verb, wait in (("cancel", self.grace_period + 5.0), ("kill", 30.0)):
+            rc, err = await self._call(verb, task_id)
+            if rc != 0:
+                raise LaunchError(f"tacc-launcher {verb} failed: {err}")
             deadline = time.monotonic() + wait
             while time.monotonic() < deadline:
-                if not self._group_alive(pid):
+                if (self.control_dir(task_id) / "exitcode").exists() or not self._alive(state):
                     return
                 await asyncio.sleep(0.05)
-
-    @staticmethod
-    def _group_alive(pgid: int) -> bool:
-        try:
-            os.killpg(pgid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        # The leader may be a zombie awaiting reaping while the rest are gone.
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
-                try:
-                    if os.getpgid(int(entry.name)) == pgid and proc_start_time(int(entry.name)) is not None:
-                        return True
-                except (ProcessLookupError, PermissionError):
-                    continue
-        return False

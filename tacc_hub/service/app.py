@@ -29,6 +29,7 @@ from traitlets.config import Application
 import tacc_hub
 from tacc_hub.compiler import SiteProfile
 from tacc_hub.executors import Executor, LocalExecutor, SlurmExecutor
+from tacc_hub.executors.identity import Identity
 from tacc_hub.scheduler import native
 from tacc_hub.scheduler.policies import POLICIES, make
 from tacc_hub.snapshot import CodeStore
@@ -107,6 +108,14 @@ class _NotFound(HealthHandler):
         from .base import ApiError
 
         raise ApiError(404, f"no such endpoint {self.request.path[:200]!r}")
+
+
+def unsearchable(path: Path) -> Path | None:
+    """The first directory on the way to ``path`` that other users cannot search (o+x), or None."""
+    for d in [*reversed(path.parents), path]:
+        if d.exists() and not d.stat().st_mode & 0o001:
+            return d
+    return None
 
 
 class TaccHub(Application):
@@ -285,11 +294,40 @@ class TaccHub(Application):
     def make_executor(self) -> Executor:
         root = Path(self.state_dir).resolve()
         if self.executor == "slurm":
-            return SlurmExecutor(root, partition=self.slurm_partition or None, slurm_conf=self.slurm_conf or None,
-                                 submit_as=self.slurm_submit_as or None, grace_period=self.grace_period,
+            return SlurmExecutor(self.data_root(), partition=self.slurm_partition or None,
+                                 slurm_conf=self.slurm_conf or None, submit_as=self.slurm_submit_as or None,
+                                 grace_period=self.grace_period,
                                  unreachable_after=self.slurm_unreachable_after,
                                  node_python=self.slurm_node_python or None)
-        return LocalExecutor(root, gpus=self.local_gpus, node_name=self.node_name, grace_period=self.grace_period)
+        return LocalExecutor(self.data_root(), run_dir=root / "run", identity=self.identity(),
+                             launcher=list(self.launcher_command) or None, gpus=self.local_gpus,
+                             node_name=self.node_name, grace_period=self.grace_period, task_path=self.task_path)
+
+    def identity(self) -> Identity:
+        return Identity(mode=self.task_identity, username_map=dict(self.username_map), min_uid=self.min_task_uid)
+
+    def data_root(self) -> Path:
+        """``data_dir``, made (0711: users reach their own entries, list nobody's)."""
+        data = Path(self.data_dir).resolve()
+        data.mkdir(parents=True, exist_ok=True)
+        data.chmod(0o711)  # searchable, not listable
+        return data
+
+    def check_identity(self) -> None:
+        """Owner identity needs a way to switch users and a data_dir every user can reach; say so at start."""
+        if self.task_identity == "service":
+            self.log.warning("task_identity is 'service': every task runs as this service's account (uid %d) and "
+                             "can read every other task's files and the service's own; this is for one person "
+                             "only (see docs/security.md)", os.geteuid())
+            return
+        if os.geteuid() != 0 and not self.launcher_command and not shutil.which("sudo"):
+            raise SystemExit("tacc-hub: task_identity 'owner' runs tasks as their owners, which needs root or sudo "
+                             "(deploy/sudoers.d/tacc-hub); neither is available. Set "
+                             "--TaccHub.task_identity=service to run every task as this account (one person only).")
+        blocked = unsearchable(Path(self.data_dir).resolve())
+        if blocked is not None:
+            raise SystemExit(f"tacc-hub: task_identity 'owner': other users cannot reach data_dir {self.data_dir}: "
+                             f"{blocked} is not searchable by them (chmod o+x, or choose another data_dir)")
 
     def site_profile(self, executor: Executor | None = None) -> SiteProfile:
         """What the compiler checks specs against; with the Slurm executor, limits come from its nodes."""
@@ -302,7 +340,8 @@ class TaccHub(Application):
         conda = self.conda_command or shutil.which("micromamba") or shutil.which("conda")
         inherit = [p for p in pysite.getsitepackages() if Path(p).is_dir()] if self.inherit_packages else []
         return SiteProfile(
-            name=self.node_name, pythons=pythons, default_python=version, env_root=str(root / "envs"),
+            name=self.node_name, pythons=pythons, default_python=version,
+            env_root=str(Path(self.data_dir).resolve() / "envs"),
             code_root=str(root / "code"), env_builder=builder, conda_command=conda or None,
             inherit_packages=inherit, datasets={str(k): str(v) for k, v in self.datasets.items()},
             **self._limits(executor),
@@ -320,6 +359,7 @@ class TaccHub(Application):
 
     def open_store(self) -> Store:
         Path(self.state_dir).mkdir(parents=True, exist_ok=True)
+        Path(self.state_dir).chmod(0o700)  # the store, tokens, cookie secret, code store: the service's alone
         store = Store(self.db_url)
         store.migrate()
         return store
@@ -356,6 +396,7 @@ class TaccHub(Application):
         return ctx, make_app(ctx, self.base_url, hub=hub, cookie_secret=self.cookie_secret() if hub else None)
 
     async def serve(self) -> None:
+        self.check_identity()
         ctx, app = self.build()
         await ctx.controller.start()
         server = tornado.httpserver.HTTPServer(app, max_body_size=max(self.max_body_bytes, self.max_code_bytes),

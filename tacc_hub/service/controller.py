@@ -326,7 +326,7 @@ class Controller(RecoveryMixin):
         """The plan of ``spec``, or SpecError: invalid, can never fit the cluster, or (with ``owner``) a quota."""
         if isinstance(spec.code, SnapshotCode) and not dry_run and not self.code_store.has(spec.code.digest):
             raise SpecError.one("code.digest", "this code snapshot has not been uploaded (PUT /api/code/DIGEST)")
-        plan = compile_task(spec, self.site)
+        plan = compile_task(spec, self._site_for(owner))
         why = never_fits(request_for(0, "", spec), self.cluster)
         if why:
             raise SpecError.one("resources", f"this task can never run here: {why}")
@@ -337,6 +337,20 @@ class Controller(RecoveryMixin):
             if over:
                 raise SpecError.one("resources", f"over quota: {over}")
         return plan
+
+    def _site_for(self, owner: str | None) -> SiteProfile:
+        """The site as ``owner``'s tasks see it: with owner identity, envs are cached per account
+        (``<env_root>/<account>/<digest>``, built by and owned by that account: no one runs an env
+        another user could have written)."""
+        if owner is None or self.executor.identity.mode != "owner":
+            return self.site
+        try:
+            account = self.executor.identity.account(owner)
+        except IdentityError:
+            return self.site  # refused at submit; a dry run still shows the plan
+        if account is None:
+            return self.site
+        return self.site.model_copy(update={"env_root": f"{self.site.env_root.rstrip('/')}/{account.name}"})
 
     async def submit(self, owner: str, spec: TaskSpec) -> TaskRecord:
         plan = self.compile(spec, owner=owner)

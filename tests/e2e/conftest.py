@@ -20,6 +20,9 @@ from pathlib import Path
 import pytest
 import urllib3
 
+from tests import accounts
+from tests.accounts import ensure_accounts
+
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
@@ -31,8 +34,12 @@ def free_port() -> int:
 
 
 class ServiceProcess:
-    def __init__(self, state_dir: Path, *extra: str, port: int | None = None, db_url: str | None = None) -> None:
+    def __init__(self, state_dir: Path, *extra: str, port: int | None = None, db_url: str | None = None,
+                 data_dir: Path | None = None) -> None:
+        ensure_accounts()
         self.state_dir = state_dir
+        # tasks run as their owners: their data_dir must be reachable by every account (not under pytest's tmp)
+        self.data_dir = data_dir or accounts.data_dir()
         self.db = [f"--db-url={db_url}"] if db_url else []
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -45,7 +52,7 @@ class ServiceProcess:
         log = (self.state_dir / "service.log").open("ab")
         self.proc = subprocess.Popen(
             [str(BIN / "tacc-hub"), "serve", f"--port={self.port}", f"--state-dir={self.state_dir}",
-             "--TaccHub.poll_interval=0.5", *self.db, *self.extra],
+             f"--TaccHub.data_dir={self.data_dir}", "--TaccHub.poll_interval=0.5", *self.db, *self.extra],
             stdout=log, stderr=subprocess.STDOUT, cwd=self.state_dir, env={**os.environ, "TACC_DB_URL": ""},
         )
         http = urllib3.PoolManager()
@@ -132,9 +139,9 @@ def write_task(dir: Path, yaml_text: str, files: dict[str, str] | None = None) -
     return dir
 
 
-def task_pid(state_dir: Path, task_id: int, timeout: float = 10) -> int:
-    """The pid a test task wrote to ``pid`` in its working directory (``echo $$ > pid``)."""
-    pidfile = state_dir / "tasks" / str(task_id) / "work" / "pid"
+def task_pid(data_dir: Path, task_id: int, timeout: float = 10) -> int:
+    """The pid a test task wrote to ``pid`` in its working directory (``echo $$ > pid``); ``data_dir``: the service's."""
+    pidfile = data_dir / "tasks" / str(task_id) / "work" / "pid"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         text = pidfile.read_text().strip() if pidfile.exists() else ""

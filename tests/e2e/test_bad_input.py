@@ -119,7 +119,7 @@ def test_hostile_strings_are_passed_literally_and_nothing_executes(service, api,
     assert printed["argv"] == values
     assert printed["env"] == values[0] + values[3]
     assert list(marker.iterdir()) == []
-    work = service.state_dir / "tasks" / str(t["id"]) / "work"
+    work = service.data_dir / "tasks" / str(t["id"]) / "work"
     assert (work / spec["workdir"]).is_dir()  # the directory has the literal name
     assert "argv" in (work / spec["log_file"]).read_text()  # the log copy too
 

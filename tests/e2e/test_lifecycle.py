@@ -29,7 +29,7 @@ def test_cancel_a_long_task_kills_its_processes(service, tmp_path):
     api = Api(service.url, service.token("alice"))
     tid = _submit(service, "alice", d)
     api.wait_status(tid, {"running"})
-    pid = task_pid(service.state_dir, tid)
+    pid = task_pid(service.data_dir, tid)
     assert _alive(pid)
     res = tcloud(service, "alice", "cancel", str(tid))
     assert res.returncode == 0, res.stderr
@@ -47,7 +47,7 @@ def test_cancel_escalates_to_sigkill_when_sigterm_is_ignored(service, tmp_path):
     api = Api(service.url, service.token("alice"))
     tid = _submit(service, "alice", d)
     api.wait_status(tid, {"running"})
-    pid = task_pid(service.state_dir, tid)
+    pid = task_pid(service.data_dir, tid)
     api.call("POST", f"/api/tasks/{tid}/cancel")
     api.wait_status(tid, {"cancelled"}, timeout=20)  # grace period is 2 s in this service
     assert not _alive(pid)

@@ -27,7 +27,7 @@ def test_restart_readopts_running_tasks_and_marks_vanished_ones_lost(tmp_path):
         api = Api(svc.url, svc.token("alice"))
         for tid in ids.values():
             api.wait_status(tid, {"running"})
-        victim_pid = task_pid(svc.state_dir, ids["victim"])
+        victim_pid = task_pid(svc.data_dir, ids["victim"])
 
         svc.stop(signal.SIGKILL)  # the hard case: no chance to clean up
         os.killpg(os.getpgid(victim_pid), signal.SIGKILL)  # dies while nobody watches

@@ -45,7 +45,7 @@ def test_a_tacc_tuxiv_conf_runs_its_one_command_with_its_arguments(service: Serv
     argv = json.loads(line[len("argv="):])
     assert argv[0] == "--batch_size=1" and argv[1].split("/")[-3:] == ["work", "datasets", "mnist_data"], argv
     assert argv[2:] == ["--name", "two words", "--epochs", "010"]
-    kept = service.state_dir / "users" / "tessa" / "tacc-logs" / "args.log"
+    kept = service.data_dir / "users" / "tessa" / "tacc-logs" / "args.log"
     deadline = time.monotonic() + 30  # written by tee as the task runs; wait for its last line
     while time.monotonic() < deadline and not (kept.exists() and "argv=" in kept.read_text()):
         time.sleep(0.1)
