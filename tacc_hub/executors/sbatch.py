@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +34,7 @@ from tacc_hub.scheduler.cluster import Placement
 from .base import LaunchError
 
 q = shlex.quote
+SLURM_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")  # an account or QOS name we pass to sbatch
 
 # The fixed part that runs on the batch host (the allocation's first node; a one-node job is
 # that node, and needs no hostlist expansion: one process less on every start). One srun task per
@@ -84,6 +87,20 @@ def gpus_per_node(placement: Placement) -> int:
     return counts.pop()
 
 
+def mapped_name(kind: str, mapping: Mapping[str, str], group: str) -> str | None:
+    """The Slurm ``kind`` (account, QOS) of tacc group ``group`` through the site's ``mapping``: its entry, else
+    the ``'*'`` one; ``{group}`` in it is the group's name; no entry (or an empty one): None, no option.
+    Anything but a plain Slurm name (letters, digits, '_', '-', '.') is refused with LaunchError."""
+    value = mapping.get(group) if group in mapping else mapping.get("*")
+    if not value:
+        return None
+    value = str(value).replace("{group}", group)
+    if not SLURM_NAME.fullmatch(value):
+        raise LaunchError(f"the Slurm {kind} for group {group[:64]!r} would be {value[:80]!r}, not a valid Slurm "
+                          "name (letters, digits, '_', '-', '.'): ask the site to fix its configuration")
+    return value
+
+
 def prepare_env_argv(python: str, pythonpath: str, plan_file: Path) -> list[str]:
     """The command of the job step that builds (or finds ready) the task's env (see ``prepare_env``)."""
     return ["env", f"PYTHONPATH={pythonpath}", python, "-m", "tacc_hub.executors.prepare_env", str(plan_file)]
@@ -98,11 +115,14 @@ def render_batch(
     env: dict[str, str],
     partition: str | None = None,
     env_step: list[str] | None = None,
+    account: str | None = None,
+    qos: str | None = None,
 ) -> BatchJob:
     """The batch job of one run of a task. ``env``: the launch variables (and site extras) to export.
 
     ``env_step``: a command (argv) run first, as a one-task step on the first node, to build the
     task's environment (``prepare_env_argv``); when it fails the task ends with its exit code.
+    ``account``, ``qos``: Slurm's ``--account`` and ``--qos`` (see ``mapped_name``), checked again here.
     """
     if not placement.nodes:
         raise LaunchError("empty placement")
@@ -122,6 +142,11 @@ def render_batch(
     part = res.partition or partition
     if part:
         options.append(f"--partition={part}")
+    for kind, value in (("account", account), ("qos", qos)):
+        if value is not None:
+            if not SLURM_NAME.fullmatch(value):
+                raise LaunchError(f"invalid Slurm {kind} {value[:80]!r}")
+            options.append(f"--{kind}={value}")
     if res.memory:
         options.append(f"--mem={int(res.memory)}M")
     options += [

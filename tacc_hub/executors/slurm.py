@@ -61,11 +61,13 @@ from typing import Any
 
 from ..scheduler.cluster import Node
 from .base import REQUEUE_MARK, Executor, Launch, LaunchError, LaunchUnavailable, Observation
+from .identity import ACCOUNT_NAME, Account
 from .local import DEFAULT_ENV_KEEP, free_port
 from .prepare import owner_dir, prepare_task_dir, task_env
-from .sbatch import prepare_env_argv, render_batch
+from .sbatch import BatchJob, mapped_name, prepare_env_argv, render_batch
+from .slurm_files import SMALL, owned_dir, prepare_owned, read_job_file, shared_dir
 from .slurm_health import Health, SlurmError, cancel_strays, is_unreachable, may_have_gone_through, ping
-from .slurm_nodes import parse_nodes, parse_switches
+from .slurm_nodes import SQUEUE_HOLDERS, foreign_gpus, parse_nodes, parse_switches
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +122,13 @@ def _slurm_exit(raw: Any) -> int | None:
     return None
 
 
+def _me() -> str | None:
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return None
+
+
 class SlurmExecutor(Executor):
     name = "slurm"
 
@@ -139,10 +148,18 @@ class SlurmExecutor(Executor):
         max_backoff: float = 60.0,
         unreachable_after: float = 60.0,
         node_python: str | None = None,
+        account_map: dict[str, str] | None = None,
+        qos_map: dict[str, str] | None = None,
+        control_dir: str | Path | None = None,
     ) -> None:
         self.root = Path(state_dir)
-        (self.root / "tasks").mkdir(parents=True, exist_ok=True)
-        (self.root / "users").mkdir(parents=True, exist_ok=True)
+        for sub in ("tasks", "users"):  # the service's; each account reaches its own dirs in them, lists none
+            shared_dir(self.root / sub)
+        # The service's own marks (a task's "cancelled"): never in a dir the task's account can write.
+        self.control = Path(control_dir) if control_dir else self.root / "control"
+        self.control.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.account_map = dict(account_map or {})  # tacc group -> sbatch --account ('*': any other; '{group}')
+        self.qos_map = dict(qos_map or {})  # tacc group -> sbatch --qos, likewise
         self.partition = partition or None
         self.slurm_conf = slurm_conf or os.environ.get("SLURM_CONF") or None
         self.submit_as = submit_as or None
@@ -161,13 +178,36 @@ class SlurmExecutor(Executor):
         self._missing_since: dict[str, float] = {}
         self.health = Health(threshold=unreachable_after, max_backoff=min(10.0, max_backoff))
         self._unsure: set[int] = set()  # tasks whose last sbatch timed out: it may have gone through
+        self._ours: set[str] = set()  # ids of the jobs this service submitted (launched, or tracked by poll)
 
     # --- commands -----------------------------------------------------------------------
 
-    def _argv(self, cmd: str, *args: str, as_user: bool = False) -> list[str]:
+    def _argv(self, cmd: str, *args: str, user: str | None = None) -> list[str]:
+        """argv of a Slurm command, run as ``user`` (None: as the service): through ``runuser`` when the service
+        is root, else ``sudo -n`` (the sudoers rule of the deployment allows only sbatch and scancel)."""
         exe = os.path.join(self.bin_dir, cmd) if self.bin_dir else cmd
-        prefix = ["runuser", "-u", self.submit_as, "--"] if as_user and self.submit_as else []
+        if user is None or user == _me():
+            return [exe, *args]
+        if not ACCOUNT_NAME.fullmatch(user):
+            raise SlurmError(f"not an account name: {user[:64]!r}")
+        prefix = ["runuser", "-u", user, "--"] if os.geteuid() == 0 else ["sudo", "-n", "-u", user, "--"]
         return [*prefix, exe, *args]
+
+    def _runs_as(self, account: Account | None) -> tuple[str | None, int, int]:
+        """(who submits and runs the jobs, None: the service itself; their uid; gid) for a launch."""
+        if account is not None:
+            return account.name, account.uid, account.gid
+        if self.submit_as:  # task_identity=service with one site-wide job user
+            pw = pwd.getpwnam(self.submit_as)
+            return self.submit_as, pw.pw_uid, pw.pw_gid
+        return None, os.geteuid(), os.getegid()
+
+    def _uid(self, state: dict[str, Any]) -> int:
+        """The uid the task's job runs as: the owner of the files it writes."""
+        uid = state.get("uid")
+        if isinstance(uid, int):
+            return uid
+        return self._runs_as(None)[1]  # a state from before jobs ran as their owners
 
     def _env(self) -> dict[str, str]:
         """What Slurm commands (and through sbatch --export=ALL, the jobs) see."""
@@ -215,10 +255,11 @@ class SlurmExecutor(Executor):
         if self._nodes is None:
             self.refresh_nodes()
         assert self._nodes is not None
-        return [Node(n.name, n.gpus, n.partition, n.gpu_type, switch=n.switch) for n in self._nodes]
+        return [Node(n.name, n.gpus, n.partition, n.gpu_type, switch=n.switch, foreign=n.foreign) for n in self._nodes]
 
     def refresh_nodes(self) -> list[Node]:
-        """Read the nodes (``sinfo --json``) and their leaf switches (``scontrol show topology``)."""
+        """Read the nodes (``sinfo --json``), their leaf switches (``scontrol show topology``) and the GPUs jobs
+        outside tacc hold on them (``squeue``; see ``slurm_nodes.foreign_gpus``)."""
         def run(*args: str) -> str:
             try:
                 proc = subprocess.run(self._argv(*args), env=self._env(), capture_output=True, text=True,
@@ -229,11 +270,15 @@ class SlurmExecutor(Executor):
                 raise SlurmError(f"{' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
             return proc.stdout
 
+        jobs = run(*SQUEUE_HOLDERS)
         try:
             data = json.loads(run("sinfo", "--json"))
         except ValueError as exc:
             raise SlurmError("sinfo --json printed no JSON") from exc
         found, unusable = parse_nodes(data, parse_switches(run("scontrol", "show", "topology")), self.partition)
+        foreign = foreign_gpus(data, jobs, set(self._ours))
+        for node in found:
+            node.foreign = min(node.gpus, foreign.get(node.name, 0))
         self._nodes = found
         self.unusable = unusable  # left out: node -> Slurm state (e.g. "idle+DRAIN")
         return self.nodes()
@@ -249,33 +294,45 @@ class SlurmExecutor(Executor):
     def user_dir(self, owner: str) -> Path:
         return owner_dir(self.root, owner)
 
-    def _prepare(self, launch: Launch) -> Path:
-        # A venv/conda env is built by the job on its first node (see prepare_env), not here.
-        tdir = prepare_task_dir(self.task_dir(launch.task_id), launch, self.user_dir(launch.owner), build_env=False)
-        if launch.plan.env.kind != "base":
-            (tdir / ENV_PLAN_FILE).write_text(launch.plan.env.model_dump_json())
-            Path(launch.plan.env.path).parent.mkdir(parents=True, exist_ok=True)
-        if self.submit_as:  # the job runs as that user: it writes its log, exit code and checkpoints
-            user = pwd.getpwnam(self.submit_as)
-            if launch.plan.env.kind != "base":  # and builds the envs (their locks live in the env root)
-                os.lchown(Path(launch.plan.env.path).parent, user.pw_uid, user.pw_gid)
-            for top in (tdir, self.user_dir(launch.owner)):
-                os.lchown(top, user.pw_uid, user.pw_gid)
-                for dirpath, dirs, files in os.walk(top):  # lchown: never through a symlink of the user's code
-                    for name in (*dirs, *files):
-                        os.lchown(os.path.join(dirpath, name), user.pw_uid, user.pw_gid)
+    def _user_dir(self, launch: Launch) -> Path:
+        return owner_dir(self.root, launch.account.name if launch.account else launch.owner)
+
+    def _prepare(self, launch: Launch, job: BatchJob, uid: int | None, gid: int) -> Path:
+        """The task dir of this run, its account's (``slurm_files.prepare_owned``; ``uid`` None: the service's).
+        A venv/conda env is built by the job on its first node (see prepare_env), not here."""
+        tdir, udir = self.task_dir(launch.task_id), self._user_dir(launch)
+        env = launch.plan.env
+        if uid is None:
+            udir.mkdir(parents=True, exist_ok=True)
+        else:
+            owned_dir(udir, uid, gid)
+        if env.kind != "base":  # the job builds it as its user: the env root is that user's
+            envs = Path(env.path).parent
+            if uid is not None and launch.account is not None and envs.exists() and envs.stat().st_uid != uid:
+                raise LaunchError(f"the environment root {envs} is not {launch.account.name}'s: with tasks run as "
+                                  "their owners, each account needs its own (ask the site)")
+            envs.mkdir(parents=True, exist_ok=True)
+            if uid is not None:
+                owned_dir(envs, uid, gid, 0o755)
+
+        def fill(stage: Path) -> None:
+            prepare_task_dir(stage, launch, udir, build_env=False)
+            if env.kind != "base":
+                (stage / ENV_PLAN_FILE).write_text(env.model_dump_json())
+            (stage / "job.sbatch").write_text(job.script)
+
+        prepare_owned(tdir, uid, gid, fill)
         return tdir
 
     async def launch(self, launch: Launch) -> dict[str, Any]:
         if launch.task_id in self._unsure:
             await cancel_strays(self, launch.task_id)
         try:
-            tdir = await asyncio.to_thread(self._prepare, launch)
-        except LaunchError:
-            raise
-        except (OSError, LookupError) as exc:
-            raise LaunchError(f"preparing the task failed: {exc}") from exc
-        env = {**self.extra_env, **task_env(launch, tdir, self.user_dir(launch.owner), self.grace_period),
+            user, uid, gid = self._runs_as(launch.account)
+        except KeyError as exc:
+            raise LaunchError(f"no Unix account {self.submit_as!r} to submit Slurm jobs as") from exc
+        tdir, udir = self.task_dir(launch.task_id), self._user_dir(launch)
+        env = {**self.extra_env, **task_env(launch, tdir, udir, self.grace_period),
                "TACC_MASTER_PORT": str(free_port())}
         switch = {n.name: n.switch for n in self.nodes()}
         if len({switch.get(s.node, "0") for s in launch.placement.nodes}) > 1:
@@ -283,11 +340,19 @@ class SlurmExecutor(Executor):
         step = None if launch.plan.env.kind == "base" else prepare_env_argv(self.node_python, PKG_ROOT,
                                                                              tdir / ENV_PLAN_FILE)
         job = render_batch(task_id=launch.task_id, plan=launch.plan, placement=launch.placement, task_dir=tdir,
-                           env=env, partition=self.partition, env_step=step)
-        script = tdir / "job.sbatch"
-        script.write_text(job.script)
+                           env=env, partition=self.partition, env_step=step,
+                           account=mapped_name("account", self.account_map, launch.group),
+                           qos=mapped_name("QOS", self.qos_map, launch.group))
         try:
-            out = await self._run(self._argv("sbatch", "--parsable", *job.options, str(script), as_user=True))
+            await asyncio.to_thread(self._prepare, launch, job, None if user is None else uid, gid)
+        except LaunchError:
+            raise
+        except (OSError, LookupError) as exc:
+            raise LaunchError(f"preparing the task failed: {exc}") from exc
+        self._mark(launch.task_id, cancelled=False)
+        try:
+            out = await self._run(self._argv("sbatch", "--parsable", *job.options, str(tdir / "job.sbatch"),
+                                             user=user))
         except SlurmError as exc:
             if is_unreachable(str(exc)):
                 self.health.failed(str(exc))
@@ -299,7 +364,11 @@ class SlurmExecutor(Executor):
         job_id = out.strip().split(";")[0]
         if not job_id.isdigit():
             raise LaunchError(f"sbatch printed no job id: {out[:200]!r}")
-        return {"job_id": job_id, "dir": str(tdir)}
+        self._ours.add(job_id)
+        state: dict[str, Any] = {"job_id": job_id, "dir": str(tdir), "uid": uid}
+        if user is not None:
+            state["user"] = user  # scancel runs as them
+        return state
 
     # --- poll ---------------------------------------------------------------------------
 
@@ -330,6 +399,7 @@ class SlurmExecutor(Executor):
 
     async def poll(self, states: dict[int, dict[str, Any]]) -> dict[int, Observation]:
         jobs = {tid: str(st.get("job_id", "")) for tid, st in states.items()}
+        self._ours.update(jid for jid in jobs.values() if jid.isdigit())
         out = {tid: Observation("gone", reason="no Slurm job id recorded") for tid, jid in jobs.items()
                if not jid.isdigit()}
         wanted = {tid: jid for tid, jid in jobs.items() if jid.isdigit()}
@@ -347,7 +417,8 @@ class SlurmExecutor(Executor):
         # Accounting (slurmdbd) may be down while slurmctld answers: only the jobs squeue no
         # longer lists are then unknown (unless their exitcode file tells).
         await self._exit_codes(listed, [jid for tid, jid in wanted.items() if jid in listed and STATES.get(
-            listed[jid]["job_state"], ("",))[0] == "exited" and self._exitcode_file(tid, jid) is None])
+            listed[jid]["job_state"], ("",))[0] == "exited" and self._exitcode_file(tid, jid, self._uid(states[tid]))
+            is None])
         missing = sorted({jid for jid in wanted.values() if jid not in listed}, key=int)
         acct_down = self._backed_off("sacct") if missing else None
         if missing and acct_down is None:
@@ -362,7 +433,7 @@ class SlurmExecutor(Executor):
         now = time.monotonic()
         for tid, jid in wanted.items():
             try:
-                out[tid] = self._observe(tid, jid, listed.get(jid), now, acct_down)
+                out[tid] = self._observe(tid, jid, listed.get(jid), now, acct_down, self._uid(states[tid]))
             except OSError as exc:
                 out[tid] = Observation("unknown", reason=str(exc))
         return out
@@ -393,29 +464,37 @@ class SlurmExecutor(Executor):
             return
         listed.update({jid: full[jid] for jid in ended if jid in full})
 
-    def _exitcode_file(self, task_id: int, job_id: str) -> int | None:
+    def _exitcode_file(self, task_id: int, job_id: str, uid: int | None = None) -> int | None:
         """The exit code the task's run wrote, only when it is job ``job_id``'s (its ``job`` file names it:
-        see "Node failure" above; otherwise Slurm's word decides). Plain strings, no exception when
-        absent: called for every tracked task on every poll."""
+        see "Node failure" above; otherwise Slurm's word decides). Both files are the job's (it runs as
+        ``uid``): read without following a link, regular files of ``uid`` only (``slurm_files.read_job_file``).
+        Plain strings, no exception when absent: called for every tracked task on every poll."""
         tdir = f"{self.root}/tasks/{int(task_id)}"
         if not os.access(f"{tdir}/exitcode", os.F_OK):
             return None
-        try:
-            with open(f"{tdir}/job") as fh:
-                if fh.read().strip() != job_id:
-                    return None
-            with open(f"{tdir}/exitcode") as fh:
-                text = fh.read().strip()
-        except (FileNotFoundError, NotADirectoryError):
+        owner = self._runs_as(None)[1] if uid is None else uid
+        if (read_job_file(f"{tdir}/job", owner) or "").strip() != job_id:
             return None
-        return int(text) if text.lstrip("-").isdigit() else 255
+        text = read_job_file(f"{tdir}/exitcode", owner, SMALL)
+        if text is None:
+            return None
+        text = text.strip()
+        return int(text) if text.lstrip("-").isdigit() and len(text) < 5 else 255
+
+    def _mark(self, task_id: int, cancelled: bool) -> None:
+        """Record (or forget) that the service cancels the task's run: in the service's own ``control`` dir."""
+        path = self.control / f"{int(task_id)}.cancelled"
+        if cancelled:
+            path.touch()
+        else:
+            path.unlink(missing_ok=True)
 
     def _cancelled(self, task_id: int) -> bool:
-        return os.access(f"{self.root}/tasks/{int(task_id)}/cancelled", os.F_OK)
+        return os.access(f"{self.control}/{int(task_id)}.cancelled", os.F_OK)
 
     def _observe(self, task_id: int, job_id: str, job: dict[str, Any] | None, now: float,
-                 acct_down: str | None = None) -> Observation:
-        code = self._exitcode_file(task_id, job_id)
+                 acct_down: str | None = None, uid: int | None = None) -> Observation:
+        code = self._exitcode_file(task_id, job_id, uid)
         if job is None:
             if code is not None:
                 self._missing_since.pop(job_id, None)
@@ -468,9 +547,10 @@ class SlurmExecutor(Executor):
         if now == "":
             return
         try:
-            (self.task_dir(task_id) / "cancelled").touch()  # poll then reports "cancelled"
+            self._mark(task_id, cancelled=True)  # poll then reports "cancelled"
         except OSError:
             pass
+        user = state.get("user") if isinstance(state.get("user"), str) else None
         # TERM to the job steps only (the tasks on every node): the batch script and its srun keep
         # running, pass the tasks' last output to the log and write their exit code. A job that
         # has not started has nothing to signal: it is simply cancelled.
@@ -480,7 +560,7 @@ class SlurmExecutor(Executor):
             steps = steps[2:]
         for args, wait in steps:
             try:
-                await self._run(self._argv("scancel", *args, job_id, as_user=True))
+                await self._run(self._argv("scancel", *args, job_id, user=user or self.submit_as))
             except SlurmError as exc:  # already ended, or Slurm unreachable: check below
                 log.info("slurm: scancel %s %s: %s", " ".join(args), job_id, exc)
             if await self._wait_ended(job_id, wait):

@@ -108,13 +108,14 @@ async def cancel_strays(ex: SlurmExecutor, task_id: int) -> None:
     """Cancel the jobs an earlier, timed-out sbatch of this task may have submitted after all: those named
     ``tacc-<id>`` whose working directory is the task's. Slurm not answering: ``LaunchUnavailable``."""
     try:
-        text = await ex._run(ex._argv("squeue", "-h", "-n", f"tacc-{int(task_id)}", "-o", "%i %Z"))
+        text = await ex._run(ex._argv("squeue", "-h", "-n", f"tacc-{int(task_id)}", "-o", "%i %u %Z"))
     except SlurmError as exc:
         ex.health.failed(str(exc))
         raise LaunchUnavailable(f"could not check Slurm for an earlier submission of the task: {exc}") from exc
     for line in text.splitlines():
-        job_id, _, workdir = line.strip().partition(" ")
+        job_id, _, rest = line.strip().partition(" ")
+        user, _, workdir = rest.partition(" ")
         if job_id.isdigit() and workdir == str(ex.task_dir(task_id)):
             log.warning("slurm: cancelling job %s, submitted for task %s by an sbatch that timed out", job_id, task_id)
-            await ex.cancel(task_id, {"job_id": job_id})
+            await ex.cancel(task_id, {"job_id": job_id, "user": user})  # scancel as the job's owner
     ex._unsure.discard(task_id)

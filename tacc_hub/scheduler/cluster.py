@@ -8,7 +8,10 @@ an unknown task is a no-op. Every node sits under one network switch
 topology-aware placement helper is ``ClusterState.place`` (see ``topology``). A node that is
 not ``schedulable`` (drained, down or gone, as the executor last reported: ``update_nodes``) keeps
 its slots and holders but is left out of ``view``, so no policy places a task on it; it still
-counts for what could ever fit (``fits``).
+counts for what could ever fit (``fits``). GPUs of a node that jobs outside the service hold
+(``Node.foreign``, a count: Slurm picks the indices) are not free: ``free`` leaves out that many of
+the unheld ones, so no policy places on them and ``allocate`` refuses them; they still count for
+what could ever fit.
 """
 
 from __future__ import annotations
@@ -51,10 +54,12 @@ class Node:
     switch: str = "0"  # the leaf switch the node hangs off; nodes under one switch talk fastest
     schedulable: bool = True  # False: drained, down or gone; tasks on it keep their slots, no new ones go there
     state: str | None = None  # as the executor reports it (e.g. Slurm's "idle", "mixed", "drain")
+    foreign: int = 0  # GPUs held by jobs the service did not start (a shared Slurm partition): not ours to give
 
     @property
     def free(self) -> list[int]:
-        return [i for i in range(self.gpus) if i not in self.holders]
+        unheld = [i for i in range(self.gpus) if i not in self.holders]
+        return unheld[:max(0, len(unheld) - self.foreign)] if self.foreign else unheld
 
 
 class ClusterState:
@@ -73,8 +78,9 @@ class ClusterState:
             node = self.nodes.get(slot.node)
             if node is None:
                 raise ValueError(f"unknown node {slot.node!r}")
+            free = node.free
             for g in slot.gpus:
-                if g >= node.gpus or g in node.holders:
+                if g not in free:
                     raise ValueError(f"GPU {g} on {slot.node} is not free")
         for slot in placement.nodes:
             for g in slot.gpus:
@@ -117,13 +123,13 @@ class ClusterState:
             old = self.nodes.get(new.name)
             if old is None:
                 self.nodes[new.name] = Node(new.name, new.gpus, new.partition, new.gpu_type, switch=new.switch,
-                                            schedulable=new.schedulable, state=new.state)
+                                            schedulable=new.schedulable, state=new.state, foreign=new.foreign)
                 changed.append(new.name)
                 continue
-            before = (old.gpus, old.partition, old.gpu_type, old.switch, old.schedulable)
+            before = (old.gpus, old.partition, old.gpu_type, old.switch, old.schedulable, old.foreign)
             old.gpus, old.partition, old.gpu_type, old.switch = new.gpus, new.partition, new.gpu_type, new.switch
-            old.schedulable, old.state = new.schedulable, new.state
-            if before != (old.gpus, old.partition, old.gpu_type, old.switch, old.schedulable):
+            old.schedulable, old.state, old.foreign = new.schedulable, new.state, new.foreign
+            if before != (old.gpus, old.partition, old.gpu_type, old.switch, old.schedulable, old.foreign):
                 changed.append(new.name)
         for name, old in self.nodes.items():
             if name not in seen:
@@ -150,13 +156,23 @@ class ClusterState:
 
         return FreeMap(self.view()).fit(nodes, gpus_per_node, flexible)
 
+    def foreign_note(self) -> str | None:
+        """Why fewer GPUs are free than the nodes have, when jobs outside the service hold some (else None):
+        "2 GPUs on n1 and 1 GPU on n3 are held by jobs outside tacc"."""
+        held = [(n.name, n.foreign) for n in self.nodes.values() if n.foreign > 0 and n.schedulable]
+        if not held:
+            return None
+        parts = [f"{g} GPU{'' if g == 1 else 's'} on {name}" for name, g in held]
+        text = parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + " and " + parts[-1]
+        return f"{text} {'is' if len(held) == 1 and held[0][1] == 1 else 'are'} held by jobs outside tacc"
+
     def summary(self) -> list[dict[str, object]]:
         out: list[dict[str, object]] = []
         for node in self.nodes.values():
             tasks = sorted(set(node.holders.values()))
             out.append({
                 "name": node.name, "gpus": node.gpus, "gpus_used": len(node.holders),
-                "gpus_free": node.gpus - len(node.holders), "partition": node.partition,
+                "gpus_free": len(node.free), "gpus_foreign": node.foreign, "partition": node.partition,
                 "gpu_type": node.gpu_type, "tasks": tasks, "switch": node.switch,
                 "schedulable": node.schedulable, "state": node.state,
             })
