@@ -111,11 +111,46 @@ class CondaSpec(Model):
 
 
 _PIN_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?\s*===?\s*[A-Za-z0-9.+!_-]+(\s*;.*)?$")
-_DIRECT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?\s*@\s*(https?|file)://\S+$")
+_DIRECT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(\[[A-Za-z0-9._,-]+\])?\s*@\s*https?://\S+$")
+# pip and uv install an argument ending like an archive from the disk when such a file exists
+# (``foo==1.0+local.whl``): a version never ends so.
+_ARCHIVE_ENDINGS = (".whl", ".zip", ".tar", ".tar.gz", ".tgz", ".tar.bz2", ".tbz", ".tar.xz", ".txz", ".tlz",
+                    ".tar.lz", ".tar.lzma")
+_LOCAL_HELP = ("pip would install it from the disk of the machine that builds the environment; publish the package "
+               "to an index (or a pinned https:// URL), or put its code in the task's code")
+
+
+def _local_source(text: str) -> str | None:
+    """Why ``text`` names something on a local disk (a path, a file: URL, an editable install), or None."""
+    low = text.lower()
+    if low.startswith(("-e", "--editable")):
+        return "editable installs (-e) are not allowed (they install from a local checkout)"
+    head = low.split(";", 1)[0].strip()
+    if "file:" in low or head.startswith((".", "/", "~", "\\")) or re.match(r"[a-z]:[\\/]", head):
+        return "local paths and file:// URLs are not allowed"
+    if "@" in head:
+        url = head.split("@", 1)[1].strip()
+        if not url.startswith(("https://", "http://")):
+            return "local paths and file:// URLs are not allowed (a direct reference must be an https:// URL)"
+    elif "/" in head or "\\" in head or head.endswith(_ARCHIVE_ENDINGS):
+        return "local paths and file:// URLs are not allowed"
+    return None
 
 
 def _pinned(req: str) -> str:
+    """One pip requirement: NAME==VERSION (markers allowed) or NAME @ https://URL; nothing from a local disk.
+
+    Refused, with the entry named: pip options (``--index-url``, ``-e``), non-printable characters
+    (pip splits requirement files with ``str.splitlines``), unpinned names, and every local source:
+    ``file:`` URLs (also inside ``x @ file:...``), paths (``./x``, ``../x``, ``/x``, ``~/x``,
+    ``dir/x``, ``C:\\x``), archive names (``x.whl``, ``x.tar.gz``) and editable installs.
+    ``NAME @ https://...`` stays allowed: it builds an sdist, as any index package may, and
+    environments are built as the task's own account with the task's environment.
+    """
     text = req.strip()
+    local = _local_source(text)
+    if local is not None:
+        raise ValueError(f"{local}: {req[:80]!r}; {_LOCAL_HELP}")
     if text.startswith("-"):
         raise ValueError(f"{req[:80]!r}: pip options are not allowed in requirements")
     # Not only "\n": pip splits requirement files with str.splitlines ("\r", "\x85",

@@ -4,6 +4,13 @@ The stream sends ``event: log`` with ``id: <byte offset after the chunk>`` and
 ``data: {"offset": .., "data": ".."}``; a client that reconnects with
 ``Last-Event-ID`` (or ``?offset=``) resumes where it left off. When the task
 has ended and its log is drained it sends ``event: end`` with the final status.
+
+The log is ``<task dir>/output.log``, a file the task's account owns and can replace. It is read
+through ``tacc_hub.executors.taskfiles`` (no link followed, regular files owned by the task's
+account only). A log that does not exist yet reads as empty. A log the task replaced (a symbolic
+or hard link to another file, a FIFO, a device, a file of another account) is never read: the
+chunk endpoint answers 409 with the reason, and the stream sends ``event: error``
+(``{"message"}``) and then ``event: end`` with ``error`` set, and closes.
 """
 
 from __future__ import annotations
@@ -14,21 +21,35 @@ from pathlib import Path
 
 import tornado.iostream
 
-from tacc_hub.store import TaskStatus
+from tacc_hub.executors import taskfiles
+from tacc_hub.executors.identity import IdentityError
+from tacc_hub.store import TaskRecord, TaskStatus
 
 from .base import ApiError, ApiHandler
 from .models import LogChunkOut
 
 MAX_CHUNK = 1024 * 1024
+LOG_NAME = "output.log"
 
 
-def read_chunk(path: Path, offset: int, limit: int) -> bytes:
+class LogRefused(Exception):
+    """The task's log is not read (see the module docstring); ``str()`` is the message for its reader."""
+
+
+def task_uid(handler: ApiHandler, rec: TaskRecord) -> int:
+    """The uid that must own ``rec``'s files (its owner's account; the service's own in service identity)."""
     try:
-        with path.open("rb") as fh:
-            fh.seek(offset)
-            return fh.read(limit)
-    except FileNotFoundError:
-        return b""
+        return taskfiles.expected_uid(handler.ctx.controller.executor.identity, rec.owner)
+    except IdentityError as exc:
+        raise LogRefused(f"task {rec.id}'s files are not read: {exc}") from None
+
+
+def read_log(task_dir: Path, task_id: int, uid: int, offset: int, limit: int) -> bytes:
+    """Bytes of the task's ``output.log``; b"" while it does not exist; ``LogRefused`` if the task replaced it."""
+    try:
+        return taskfiles.read_chunk(task_dir, LOG_NAME, uid, offset, limit)
+    except taskfiles.TaskFileError as exc:
+        raise LogRefused(f"task {task_id}'s log is not read: {exc}") from None
 
 
 def _cut_utf8(data: bytes) -> bytes:
@@ -54,7 +75,11 @@ class LogsHandler(ApiHandler):
         offset = self.int_arg("offset", 0, 0, 2**62)
         limit = self.int_arg("limit", 65536, 1, MAX_CHUNK)
         status = self.ctx.controller.status_of(rec.id) or rec.status
-        data = _cut_utf8(read_chunk(self.ctx.controller.executor.log_path(rec.id), offset, limit))
+        try:
+            data = _cut_utf8(read_log(self.ctx.controller.executor.task_dir(rec.id), rec.id,
+                                      task_uid(self, rec), offset, limit))
+        except LogRefused as exc:
+            raise ApiError(409, str(exc)) from None
         eof = TaskStatus(status).is_terminal() and len(data) < limit
         self.write_json(LogChunkOut(offset=offset, next_offset=offset + len(data),
                                     data=data.decode("utf-8", errors="replace"), eof=eof, status=str(status)))
@@ -74,8 +99,9 @@ class LogStreamHandler(ApiHandler):
         self.set_header("Content-Type", "text/event-stream")
         self.set_header("X-Accel-Buffering", "no")
         ctl = self.ctx.controller
-        path = ctl.executor.log_path(rec.id)
+        tdir = ctl.executor.task_dir(rec.id)
         interval = self.ctx.log_poll_interval
+        uid: int | None = None
         try:
             self.write(": stream open\n\n")
             await self.flush()
@@ -85,7 +111,15 @@ class LogStreamHandler(ApiHandler):
                 if status is None:  # not live: ended (or never started and is terminal)
                     fresh = self.ctx.store.get(rec.id)
                     status = fresh.status if fresh else TaskStatus.LOST
-                data = _cut_utf8(read_chunk(path, offset, MAX_CHUNK))
+                try:
+                    uid = task_uid(self, rec) if uid is None else uid  # looked up once (NSS can be slow)
+                    data = _cut_utf8(read_log(tdir, rec.id, uid, offset, MAX_CHUNK))
+                except LogRefused as exc:
+                    self.write(f"event: error\ndata: {json.dumps({'message': str(exc)})}\n\n")
+                    end = {"status": str(status), "offset": offset, "error": str(exc)}
+                    self.write(f"event: end\ndata: {json.dumps(end)}\n\n")
+                    await self.flush()
+                    break
                 if data:
                     offset += len(data)
                     payload = json.dumps({"offset": offset - len(data), "data": data.decode("utf-8", "replace")})

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import io
+import logging
+import posixpath
 import tarfile
 import tempfile
+import time
 from pathlib import Path
 from typing import IO, Any
 
+from tacc_hub.executors import taskfiles
 from tacc_hub.executors.identity import IdentityError
 from tacc_hub.schema import SpecError, load_tuxiv, load_yaml, spec_from_data
 from tacc_hub.store import TaskRecord, TaskStatus
@@ -15,6 +20,8 @@ from tacc_hub.store import TaskRecord, TaskStatus
 from .base import ApiError, ApiHandler
 from .controller import Conflict, Controller
 from .models import DryRunOut, TaskListOut, TaskOut
+
+log = logging.getLogger("tacc_hub.api")
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 
@@ -157,11 +164,6 @@ class CancelHandler(ApiHandler):
         self.write_json(task_out(self.ctx.controller, rec))
 
 
-def _confined(root: Path, rel: str) -> Path | None:
-    path = (root / rel).resolve()
-    return path if path.is_relative_to(root.resolve()) and path.exists() else None
-
-
 class OutputsHandler(ApiHandler):
     openapi = {"get": {"summary": "Download the task's outputs and its log as a tar.gz archive.",
                        "response": "application/gzip"}}
@@ -169,11 +171,17 @@ class OutputsHandler(ApiHandler):
     async def get(self, task_id: str) -> None:
         rec = self.visible_task(task_id)
         ex = self.ctx.controller.executor
-        work = ex.work_dir(rec.id)
+        try:
+            uid = taskfiles.expected_uid(ex.identity, rec.owner)
+        except IdentityError as exc:
+            raise ApiError(409, f"task {rec.id}'s files are not read: {exc}") from None
         outputs: list[str] = list((rec.spec or {}).get("outputs", []))
         # Outputs can be large: build the archive in a temporary file (in a thread), stream it out.
         with tempfile.TemporaryFile() as fh:
-            await asyncio.to_thread(_archive, fh, ex.log_path(rec.id), work, outputs)
+            skipped = await asyncio.to_thread(_archive, fh, ex.task_dir(rec.id), uid, outputs)
+            if skipped:
+                log.warning("task %d outputs: %d entries left out of the archive (first: %s)",
+                            rec.id, len(skipped), skipped[0])
             fh.seek(0)
             self.set_header("Content-Type", "application/gzip")
             self.set_header("Content-Disposition", f'attachment; filename="task-{rec.id}-outputs.tar.gz"')
@@ -183,11 +191,28 @@ class OutputsHandler(ApiHandler):
         self.finish()
 
 
-def _archive(fh: IO[bytes], log_path: Path, work: Path, outputs: list[str]) -> None:
+SKIPPED_NAME = "outputs-skipped.txt"
+
+
+def _archive(fh: IO[bytes], task_dir: Path, uid: int, outputs: list[str]) -> list[str]:
+    """output.log and each output (under ``work/``) of ``task_dir`` as a tar.gz in ``fh``; returns what was left out.
+
+    Read through ``taskfiles`` only: regular files and directories owned by ``uid``, no link
+    followed (a link, FIFO, device, or file of another account is left out and listed, with why,
+    in ``outputs-skipped.txt`` at the top of the archive; that file is there only when something was).
+    """
+    skipped: list[str] = []
     with tarfile.open(fileobj=fh, mode="w:gz") as tar:
-        if log_path.exists():
-            tar.add(log_path, arcname="output.log")
+        skipped += taskfiles.add_task_tree(tar, task_dir, "output.log", "output.log", uid)
         for rel in outputs:
-            path = _confined(work, rel)
-            if path is not None:  # links are left out: they could point anywhere
-                tar.add(path, arcname=f"outputs/{rel}", filter=lambda ti: None if ti.issym() or ti.islnk() else ti)
+            norm = posixpath.normpath(rel)
+            skipped += taskfiles.add_task_tree(tar, task_dir, posixpath.join("work", norm),
+                                               posixpath.normpath(posixpath.join("outputs", norm)), uid)
+        if skipped:
+            text = ("Left out of this archive (the service reads only regular files and directories owned by "
+                    "the task's account, and follows no link):\n" + "".join(f"{line}\n" for line in skipped))
+            data = text.encode("utf-8", "replace")
+            info = tarfile.TarInfo(SKIPPED_NAME)
+            info.size, info.mode, info.mtime = len(data), 0o644, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+    return skipped

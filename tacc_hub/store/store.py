@@ -21,7 +21,9 @@ Databases: ``sqlite:///path`` (WAL, ``synchronous=NORMAL``, ``busy_timeout=5000`
 ``foreign_keys=ON``; transactions are real ``BEGIN``/``COMMIT`` so a read sees one snapshot
 and a migration is atomic) or ``postgresql+psycopg://...`` (``postgresql://`` is taken to
 mean psycopg 3). ``sqlite://`` / ``sqlite:///:memory:`` give one shared in-memory database,
-for tests only.
+for tests only. A SQLite database file is private to the service: created 0600 before SQLite
+opens it (whatever the umask), and an existing one, with its ``-wal``/``-shm``, is set to 0600 if
+the service owns it (SQLite gives the ``-wal``/``-shm`` files it creates the database's mode).
 
 Calls are synchronous and short (single indexed statements); the service may call them from
 its event loop thread. Bulk submits go through :class:`~tacc_hub.store.batcher.InsertBatcher`.
@@ -30,6 +32,8 @@ its event loop thread. Bulk submits go through :class:`~tacc_hub.store.batcher.I
 from __future__ import annotations
 
 import json
+import os
+import stat
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
@@ -375,6 +379,8 @@ def _make_engine(url: str, *, echo: bool) -> sa.Engine:
         kwargs: dict[str, Any] = {}
         if u.database in (None, "", ":memory:"):
             kwargs = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
+        elif not u.database.startswith("file:"):  # a path (a file: URI is the caller's own business)
+            _private_db_file(Path(u.database))
         engine = sa.create_engine(u, echo=echo, **kwargs)
         event.listen(engine, "connect", _sqlite_on_connect)
         event.listen(engine, "begin", _sqlite_on_begin)
@@ -386,6 +392,21 @@ def _make_engine(url: str, *, echo: bool) -> sa.Engine:
             raise ValueError(f"unsupported PostgreSQL driver {u.get_driver_name()!r}; use postgresql+psycopg://")
         return sa.create_engine(u, echo=echo, pool_pre_ping=True)
     raise ValueError(f"unsupported database URL {u.render_as_string(hide_password=True)!r}: use sqlite or postgresql")
+
+
+def _private_db_file(path: Path) -> None:
+    """Create the SQLite file 0600 if missing; make it and its -wal/-shm 0600 if they are the service's."""
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600))
+    except OSError:
+        return  # e.g. its directory does not exist: SQLite reports that itself, in its own words
+    for name in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            st = os.lstat(name)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) & 0o077:
+            os.chmod(name, stat.S_IMODE(st.st_mode) & 0o600)
 
 
 def _sqlite_on_connect(dbapi_conn: Any, _record: Any) -> None:
