@@ -81,7 +81,7 @@ extras=test,jupyter,hub
 want="extras=$extras torch=$torch"
 # (an empty stamp: made before TACC_TORCH, with PyPI's torch)
 [ -f "$stamp" ] && [ ! -s "$stamp" ] && [ "$torch" = pypi ] && [ ! pyproject.toml -nt "$stamp" ] && echo "$want" > "$stamp"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ spawner/pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   pip_install() { .venv/bin/python -m pip install --quiet --disable-pip-version-check "$@"; }
   pip_install --upgrade pip
   case "$torch" in
@@ -92,8 +92,9 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ "$(cat "$stamp")" !
           took "torch (cpu)" ;;
     none) say "TACC_TORCH=none: not installing torch (the DDP example, examples/ddp, needs it)" ;;
   esac
-  pip_install -e ".[$extras]"
-  took "pip install -e .[$extras]"
+  # TaccSpawner is a package of its own (spawner/: what a hub elsewhere installs), installed beside tacc_hub
+  pip_install -e ".[$extras]" -e ./spawner
+  took "pip install -e .[$extras] -e ./spawner"
   echo "$torch" > "$torch_file"
   echo "$want" > "$stamp"
 fi

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tacc_hub.service.scopes import ADMIN_SCOPE, TASKS_SCOPE
-from tacc_hub.spawner.culler import idle_culler
+from tacc_spawner.culler import idle_culler
 
 SERVICE = "tacc"
 CUSTOM_SCOPES = {

@@ -272,7 +272,7 @@ c.Authenticator.allow_all = True
 
 HUB_CONFIG = """
 import json, sys
-""" + HUB_BASE_CONFIG + """c.JupyterHub.spawner_class = "tacc_hub.spawner.TaccSpawner"
+""" + HUB_BASE_CONFIG + """c.JupyterHub.spawner_class = "tacc_spawner.TaccSpawner"
 c.JupyterHub.services = [{{"name": "tests", "api_token": {admin_token!r}}}]
 c.JupyterHub.load_roles = [{{"name": "tests", "services": ["tests"],
                             "scopes": ["admin:users", "admin:servers", "read:users", "access:servers"]}}]

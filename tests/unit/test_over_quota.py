@@ -79,7 +79,7 @@ def test_over_quota_comes_before_a_spent_budget_and_takes_no_gpus_in_the_project
 
 
 def test_a_server_tasks_progress_says_it_can_never_start_without_an_estimate():
-    from tacc_hub.spawner.progress import task_event, timeout_message
+    from tacc_spawner.progress import task_event, timeout_message
 
     detail = over_quota(tv(1, 4), Quotas(users={"bob": Limits(max_gpus=2)}))
     task = {"id": 12, "status": "pending",

@@ -358,6 +358,6 @@ def test_every_plugin_module_is_declared_as_an_entry_point() -> None:
     with (root / "pyproject.toml").open("rb") as f:
         declared = tomllib.load(f)["project"]["entry-points"]["tacc_hub.runtimes"]
     modules = {v.split(":")[0] for v in declared.values()}
-    shipped = {f"runtimes.{p.stem}" for p in (root / "runtimes").glob("*.py") if not p.stem.startswith("_")}
+    shipped = {f"tacc_runtimes.{p.stem}" for p in (root / "runtimes").glob("*.py") if not p.stem.startswith("_")}
     assert modules == shipped
     assert set(declared) == {"plain", "torchrun", "deepspeed", "horovod", "mpi", "byteps"}

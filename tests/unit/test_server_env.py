@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from tacc_hub.spawner.server import own_kernel, server_command, site_dirs
+from tacc_spawner.server import own_kernel, server_command, site_dirs
 
 
 def test_the_server_command_moves_to_the_servers_interpreter(tmp_path: Path) -> None:

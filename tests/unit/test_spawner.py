@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from tacc_hub.client import ApiClientError
-from tacc_hub.spawner import form as F
-from tacc_hub.spawner import server
-from tacc_hub.spawner.payload import server_snapshot, server_spec, task_name
-from tacc_hub.spawner.progress import task_event, timeout_message
-from tacc_hub.spawner.spawner import TaccSpawner, _listening
+from tacc_spawner import form as F
+from tacc_spawner import server
+from tacc_spawner.client import ApiClientError
+from tacc_spawner.payload import server_snapshot, server_spec, task_name
+from tacc_spawner.progress import task_event, timeout_message
+from tacc_spawner.spawner import TaccSpawner, _listening
 
 CLUSTER = {"executor": "slurm", "gpus_free": 5, "partitions": ["gpu", "debug"],
            "nodes": [{"name": "n1", "gpus": 4, "gpu_type": "a100"}, {"name": "n2", "gpus": 8, "gpu_type": "v100"},
@@ -232,7 +232,7 @@ def test_the_idle_culler_config_culls_servers_after_8_hours() -> None:
     import subprocess
     import sys
 
-    from tacc_hub.spawner.culler import idle_culler
+    from tacc_spawner.culler import idle_culler
 
     service, role = idle_culler()
     assert service["name"] == role["name"] == "idle-culler" and role["services"] == ["idle-culler"]
@@ -272,32 +272,192 @@ def test_without_a_token_a_short_lived_hub_token_is_minted_for_the_user_and_rene
 
     seen: list[str] = []
 
-    def fake_client(url: str, token: str, timeout: float) -> Any:
+    def answer(method: str, path: str, headers: Any, body: bytes) -> tuple[int, dict[str, str], bytes]:
+        token = headers["Authorization"].removeprefix("token ")
         seen.append(token)
+        if token == "hub-token-2":
+            return 401, {"Content-Type": "application/json"}, b'{"message": "token expired"}'
+        return 200, {"Content-Type": "application/json"}, json.dumps({"id": 3, "status": "running"}).encode()
 
-        class C:
-            def __enter__(self) -> C:
-                return self
+    with FakeHttp(answer) as url:
+        sp.tacc_url = url
+        assert asyncio.run(sp._call("show", 3))["status"] == "running"  # 401: minted again, once
+    assert seen == ["hub-token-2", "hub-token-3"]
 
-            def __exit__(self, *a: object) -> None:
+
+class FakeHttp:
+    """A real HTTP server on 127.0.0.1 in a thread; ``answer(method, path, headers, body)`` gives each reply."""
+
+    def __init__(self, answer: Any) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.requests: list[tuple[str, str, dict[str, str], bytes]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
                 pass
 
-            def show(self, task_id: int) -> dict:
-                if token == "hub-token-2":
-                    raise ApiClientError(401, "token expired")
-                return {"id": task_id, "status": "running"}
+            def _any(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                outer.requests.append((self.command, self.path, dict(self.headers), body))
+                code, headers, data = answer(self.command, self.path, self.headers, body)
+                self.send_response(code)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
 
-        return C()
+            do_GET = do_POST = do_PUT = _any
 
-    import tacc_hub.spawner.spawner as mod
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
 
-    orig = mod.TaccClient
-    mod.TaccClient = fake_client  # type: ignore[assignment,misc]
+    def __enter__(self) -> str:
+        self.thread.start()
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/services/tacc/"
+
+    def __exit__(self, *exc: object) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def test_the_spawner_s_http_client_sends_what_the_api_takes_and_reports_errors_as_the_service_gave_them() -> None:
+    from tacc_spawner.client import ServiceClient
+
+    def answer(method: str, path: str, headers: Any, body: bytes) -> tuple[int, dict[str, str], bytes]:
+        js = {"Content-Type": "application/json"}
+        if path.startswith("/services/tacc/api/tasks?dry_run=1"):
+            return 400, js, json.dumps({"message": "bad spec", "errors": [{"field": "name", "message": "x"}]}).encode()
+        if path == "/services/tacc/api/tasks":
+            return 201, js, json.dumps({"id": 9, "got": json.loads(body)}).encode()
+        if path.startswith("/services/tacc/api/code/"):
+            return 201, js, b'{"digest": "d"}'
+        if path == "/services/tacc/api/tasks/1":
+            return 302, {"Location": "/hub/login?next=x"}, b""
+        if path == "/services/tacc/api/tasks/2":
+            return 200, {"Content-Type": "text/html"}, b"<html><title>JupyterHub</title></html>"
+        if path == "/services/tacc/api/tasks/3":
+            return 502, {"Content-Type": "text/html"}, b"<html>Bad Gateway</html>"
+        if path.startswith("/services/tacc/api/tasks/4/logs?"):
+            return 200, js, json.dumps({"data": "hi", "next_offset": 2}).encode()
+        return 404, js, b'{"message": "no such task"}'
+
+    async def calls(url: str) -> list[Any]:
+        c = ServiceClient(url, "tok", timeout=5)
+        out: list[Any] = [await c.submit({"name": "n"}), await c.upload_code("d" * 64, b"\x1f\x8b..."),
+                          await c.logs(4, 7)]
+        for call in (c.submit({"name": "n"}, dry_run=True), c.show(1), c.show(2), c.show(3), c.cancel(5)):
+            try:
+                await call
+            except ApiClientError as exc:
+                out.append(exc)
+        return out
+
+    server_ = FakeHttp(answer)
+    with server_ as url:
+        got = asyncio.run(calls(url))
+    assert got[0] == {"id": 9, "got": {"name": "n"}} and got[1] == {"digest": "d"} and got[2]["data"] == "hi"
+    (post, upload, logs, *_) = server_.requests
+    assert post[0] == "POST" and post[2]["Content-Type"] == "application/json"
+    assert post[2]["Authorization"] == "token tok"
+    assert upload[0] == "PUT" and upload[2]["Content-Type"] == "application/gzip" and upload[3] == b"\x1f\x8b..."
+    assert logs[1] == "/services/tacc/api/tasks/4/logs?offset=7&limit=1048576"
+    dry, redirect, html, gateway, missing = got[3:]
+    assert (dry.status, dry.message, dry.errors) == (400, "bad spec", [{"field": "name", "message": "x"}])
+    assert redirect.status == 302 and "does not answer as the tacc_hub API" in redirect.message
+    assert "a redirect to /hub/login" in redirect.message
+    assert html.status == 200 and "HTML page titled 'JupyterHub' instead of JSON" in html.message
+    assert gateway.status == 502 and "Bad Gateway" in gateway.message  # transient for the spawner: kept
+    assert (missing.status, missing.message) == (404, "no such task")
+    assert server_.requests[-1][:2] == ("POST", "/services/tacc/api/tasks/5/cancel")
+
+
+def test_an_unreachable_or_silent_service_is_status_0_naming_the_url() -> None:
+    import socket
+
+    from tacc_spawner.client import ServiceClient
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there now
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(1)  # accepts (the kernel does) but never answers
+
+    async def one(url: str) -> ApiClientError:
+        try:
+            await ServiceClient(url, "t", timeout=0.5).cluster()
+        except ApiClientError as exc:
+            return exc
+        raise AssertionError("no error")
+
     try:
-        assert asyncio.run(sp._call("show", 3))["status"] == "running"  # 401: minted again, once
+        refused = asyncio.run(one(f"http://127.0.0.1:{port}"))
+        began = time.monotonic()
+        timed_out = asyncio.run(one(f"http://127.0.0.1:{silent.getsockname()[1]}"))
+        took = time.monotonic() - began
     finally:
-        mod.TaccClient = orig  # type: ignore[misc]
-    assert seen == ["hub-token-2", "hub-token-3"]
+        silent.close()
+    assert refused.status == 0 and "connection refused" in refused.message and f"127.0.0.1:{port}" in refused.message
+    assert timed_out.status == 0 and "cannot reach the tacc_hub service" in timed_out.message and took < 5
+    with pytest.raises(ApiClientError, match="not an http"):
+        ServiceClient("ftp://x", "t")
+
+
+@pytest.mark.parametrize("text", ["90m", "2h", "1d", "45", "1:30", "1:30:00", "2-00", "2-1:30", "3-04:05:06", " 8h ",
+                                  "soon", "", "1:2:3:4", "-1", "10x"])
+def test_the_spawner_s_duration_parser_is_the_schema_s(text: str) -> None:
+    from tacc_hub.schema import fields as schema
+    from tacc_spawner import fields as ours
+
+    assert _outcome(ours.parse_duration_s, text) == _outcome(schema.parse_duration_s, text)
+
+
+@pytest.mark.parametrize("text", ["16G", "512M", "1536K", "1T", "16GiB", "16gb", "100", "16B", "lots", "", " 8G "])
+def test_the_spawner_s_memory_parser_is_the_schema_s(text: str) -> None:
+    from tacc_hub.schema import fields as schema
+    from tacc_spawner import fields as ours
+
+    assert _outcome(ours.parse_memory_mib, text) == _outcome(schema.parse_memory_mib, text)
+
+
+@pytest.mark.parametrize("req", ["numpy==2.1.0", "torch===2.3.0", "a[x,y]==1; python_version>'3'", "numpy", "numpy>=2",
+                                 "-e .", "--index-url=http://x", "a==1\n--pre", "a==1\u2028-e x", "x" * 1020 + "==1",
+                                 "x" * 1030 + "==1", "x @ https://example.org/x.whl", "x @ file:///tmp/x", " b==2 ",
+                                 "./pkg", "/abs/pkg", "dir/pkg", "pkg.whl", "foo==1.0+local.whl", "file:///x",
+                                 "foo==1.0+local.tar.gz; python_version>'3'"])
+def test_the_spawner_s_requirement_check_decides_as_the_schema(req: str) -> None:
+    """The form refuses what the task schema refuses (and every direct reference: a server's packages come from
+    the index), and keeps an accepted entry as the schema stores it."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from tacc_hub.schema.task import Requirement
+    from tacc_spawner import fields as ours
+
+    try:
+        stored: str | None = TypeAdapter(Requirement).validate_python(req)
+    except ValidationError:
+        stored = None
+    try:
+        F.check_requirements([req])
+        form_ok = True
+    except F.OptionsError as exc:
+        form_ok = False
+        assert str(exc).startswith("requirements: ")
+    assert form_ok == (stored is not None and "@" not in req and "://" not in req)
+    if form_ok:
+        assert ours.check_pinned(req) == stored
+
+
+def _outcome(fn: Any, value: str) -> object:
+    try:
+        return fn(value)
+    except ValueError as exc:
+        return ("error", str(exc))
 
 
 def test_the_default_server_command_starts_without_the_slow_import(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -8,8 +8,9 @@ in the task's log). With the local executor the spawner chooses the port and the
 127.0.0.1; on Slurm the wrapper picks a free port on its node (servers may share a node) and
 reports the node's address on its route to the hub.
 
-Every call to the service runs in a worker thread (the client is blocking), so the hub's event
-loop never waits on the service. ``poll`` never reads an unreachable service, a 5xx or a Slurm
+Every call to the service goes over its REST API (``client``: tornado's non-blocking HTTP client),
+so the hub's event loop never waits on the service, and the hub's environment needs nothing of
+tacc_hub. ``poll`` never reads an unreachable service, a 5xx or a Slurm
 failure that the service reports as a dead server: the task's own state decides.
 """
 
@@ -26,9 +27,8 @@ from tornado import web
 from traitlets import Bool, Dict, Float, Integer, List, Unicode, Union, default
 from traitlets import Callable as CallableTrait
 
-from tacc_hub.client import ApiClientError, TaccClient
-
 from . import form as F
+from .client import ApiClientError, ServiceClient
 from .payload import server_snapshot, server_spec, task_name
 from .progress import ENDED, task_event, timeout_message
 from .server import CULLED_PREFIX, READY_PREFIX
@@ -168,16 +168,11 @@ class TaccSpawner(Spawner):
         return self._minted[0]
 
     async def _call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """One client call in a worker thread; a minted token the service refuses (401) is renewed once."""
+        """One call to the service (a ``ServiceClient`` method); a minted token it refuses (401) is renewed once."""
         for attempt in (0, 1):
-            token = self._token()
-
-            def run(token: str = token) -> Any:
-                with TaccClient(self.tacc_url, token, timeout=self.request_timeout) as client:
-                    return getattr(client, method)(*args, **kwargs)
-
+            client = ServiceClient(self.tacc_url, self._token(), timeout=self.request_timeout)
             try:
-                return await asyncio.to_thread(run)
+                return await getattr(client, method)(*args, **kwargs)
             except ApiClientError as exc:
                 if exc.status == 401 and not self.tacc_api_token and attempt == 0:
                     self._minted = None

@@ -4,7 +4,7 @@
    ``timeout`` seconds (activity: browser requests, kernel messages, as the single-user server
    reports them to the hub). In ``jupyterhub_config.py``::
 
-       from tacc_hub.spawner.culler import idle_culler
+       from tacc_spawner.culler import idle_culler
 
        service, role = idle_culler(timeout=8 * 3600)
        c.JupyterHub.services.append(service)

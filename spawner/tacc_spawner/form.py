@@ -18,12 +18,7 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
-
-from tacc_hub.schema.fields import parse_duration_s, parse_memory_mib
-from tacc_hub.schema.task import Requirement
-
-_REQUIREMENT: TypeAdapter[str] = TypeAdapter(Requirement)
+from .fields import check_pinned, parse_duration_s, parse_memory_mib
 
 
 class OptionsError(ValueError):
@@ -234,10 +229,9 @@ def check_requirements(reqs: Any) -> None:
     for i, req in enumerate(reqs):
         where = "requirements" if len(reqs) == 1 else f"requirements, line {i + 1}"
         try:
-            _REQUIREMENT.validate_python(req)
-        except ValidationError as exc:
-            raise OptionsError(f"{where}: {str(exc.errors()[0].get('msg', 'invalid')).removeprefix('Value error, ')}"
-                               ) from None
+            check_pinned(req)
+        except ValueError as exc:
+            raise OptionsError(f"{where}: {exc}") from None
         if "@" in req or "://" in req:
             raise OptionsError(f"{where}: {req[:80]!r}: a server's extra packages come from the package index: "
                                "write NAME==VERSION (no URL or path)")
