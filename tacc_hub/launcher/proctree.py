@@ -97,11 +97,14 @@ def reap() -> list[tuple[int, int]]:
         out.append((pid, status))
 
 
-def kill_all() -> None:
-    """SIGKILL every descendant until none is left (a process being killed may still fork once)."""
+def kill_all() -> list[tuple[int, int]]:
+    """SIGKILL every descendant until none is left (a process being killed may still fork once).
+
+    Returns what was reaped meanwhile, so that the caller still learns its own child's status."""
+    reaped = reap()
     for _ in range(1000):
-        reap()
         if not signal_tree(signal.SIGKILL):
             break
         time.sleep(0.01)
-    reap()
+        reaped += reap()
+    return reaped + reap()

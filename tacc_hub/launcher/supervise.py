@@ -124,10 +124,12 @@ def supervise(spec: dict[str, Any], account: dict[str, Any] | None, ctl: int, ta
     kill_at: float | None = None
     cancelled = leftovers_termed = False
     leftovers = 0
+    reaped: list[tuple[int, int]] = []
     while True:
-        for pid, status in reap():
+        for pid, status in reaped + reap():
             if pid == child:
                 rc = _exit_code(status)
+        reaped = []
         now = time.monotonic()
         if rc is not None:
             left = descendants()
@@ -138,7 +140,7 @@ def supervise(spec: dict[str, Any], account: dict[str, Any] | None, ctl: int, ta
                 signal_tree(signal.SIGTERM)
                 kill_at = min(kill_at or now + LEFTOVER_GRACE_S, now + LEFTOVER_GRACE_S)
         if kill_at is not None and now >= kill_at:
-            kill_all()
+            reaped = kill_all()
             kill_at = now + 1.0  # again, should anything have slipped through
             continue
         timeout = 1.0 if kill_at is None else max(0.01, min(1.0, kill_at - now))

@@ -27,6 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 
+_DATA_DIRS: dict[Path, Path] = {}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -39,7 +42,8 @@ class ServiceProcess:
         ensure_accounts()
         self.state_dir = state_dir
         # tasks run as their owners: their data_dir must be reachable by every account (not under pytest's tmp)
-        self.data_dir = data_dir or accounts.data_dir()
+        # (one per state dir, so that a service restarted on the same state finds its tasks' files)
+        self.data_dir = data_dir or _DATA_DIRS.setdefault(state_dir.resolve(), accounts.data_dir())
         self.db = [f"--db-url={db_url}"] if db_url else []
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"

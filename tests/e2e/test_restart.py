@@ -11,6 +11,10 @@ import time
 from .conftest import BIN, Api, ServiceProcess, task_pid, tcloud, write_task
 
 
+def supervisor_pid(svc: ServiceProcess, task_id: int) -> int:
+    return int(json.loads((svc.state_dir / "run" / str(task_id) / "supervisor.json").read_text())["pid"])
+
+
 def test_restart_readopts_running_tasks_and_marks_vanished_ones_lost(tmp_path):
     svc = ServiceProcess(tmp_path / "state", "--TaccHub.grace_period=2").start()
     try:
@@ -30,7 +34,10 @@ def test_restart_readopts_running_tasks_and_marks_vanished_ones_lost(tmp_path):
         victim_pid = task_pid(svc.data_dir, ids["victim"])
 
         svc.stop(signal.SIGKILL)  # the hard case: no chance to clean up
-        os.killpg(os.getpgid(victim_pid), signal.SIGKILL)  # dies while nobody watches
+        # the victim's supervisor dies while nobody watches (root's doing: the task itself cannot); its
+        # processes go with it
+        os.killpg(os.getpgid(victim_pid), signal.SIGKILL)
+        os.kill(supervisor_pid(svc, ids["victim"]), signal.SIGKILL)
 
         svc2 = ServiceProcess(svc.state_dir, "--TaccHub.grace_period=2", port=svc.port)
         svc2.tokens = svc.tokens
