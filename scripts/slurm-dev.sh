@@ -26,7 +26,8 @@
 #   slurmctld    SlurmUser=root (the service submits as root in tests)
 #   slurmd x4    virtual nodes n1..n4 on this machine (MULTIPLE_SLURMD), 4 CPUs and 2 fake GPUs
 #                each (gres files are symlinks to /dev/null), partition "gpu" (default),
-#                topology/tree with switches s1 (n1,n2) and s2 (n3,n4) under "root"
+#                topology/tree with switches s1 (n1,n2) and s2 (n3,n4) under "root";
+#                ProctrackType=proctrack/cgroup where cgroups are mounted (see PROCTRACK below)
 # Ports are fixed so that a restart keeps them, away from Slurm's defaults (6817-6819):
 # base = $TACC_SLURM_PORT_BASE (default 16810; a state dir remembers the base it was first
 # brought up with): MariaDB base+6, slurmctld base+7, slurmdbd base+9, slurmd n1..n4
@@ -46,6 +47,16 @@ NODES=(n1 n2 n3 n4)
 GPUS_PER_NODE=2
 TIMEOUT=${TACC_SLURM_UP_TIMEOUT:-180}
 PACKAGES=(slurm-wlm munge slurmdbd mariadb-server)
+# Process tracking: proctrack/cgroup (the freezer cgroup: every process of a job step, setsid and
+# double-forked ones included, is found and killed when the step ends or is cancelled) wherever
+# a cgroup hierarchy is mounted; proctrack/linuxproc (parent pids: an escaped process lives on)
+# otherwise, or when TACC_SLURM_PROCTRACK=linuxproc.
+if [[ -d /sys/fs/cgroup/freezer || -f /sys/fs/cgroup/cgroup.controllers ]]; then
+  PROCTRACK=${TACC_SLURM_PROCTRACK:-cgroup}
+else
+  PROCTRACK=${TACC_SLURM_PROCTRACK:-linuxproc}
+fi
+[[ "$PROCTRACK" == cgroup || "$PROCTRACK" == linuxproc ]] || { echo "slurm-dev: TACC_SLURM_PROCTRACK must be cgroup or linuxproc" >&2; exit 2; }
 
 say() { echo "slurm-dev: $*" >&2; }
 die() { echo "slurm-dev: error: $*" >&2; exit 1; }
@@ -237,7 +248,7 @@ SlurmctldPidFile=$DIR/run/slurmctld.pid
 SlurmdPidFile=$DIR/run/slurmd-%n.pid
 SlurmctldLogFile=$DIR/log/slurmctld.log
 SlurmdLogFile=$DIR/log/slurmd-%n.log
-ProctrackType=proctrack/linuxproc
+ProctrackType=proctrack/$PROCTRACK
 TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
@@ -276,6 +287,20 @@ render_gres_conf() {
   for n in "${NODES[@]}"; do
     echo "NodeName=$n Name=gpu File=$DIR/dev/${n}gpu[0-$((GPUS_PER_NODE - 1))]"
   done
+}
+
+# Used with ProctrackType=proctrack/cgroup. No constraint (device cgroups do not work in every
+# sandbox, and the fake GPUs are /dev/null): only the tracking of a job's processes.
+render_cgroup_conf() {
+  cat <<EOF
+CgroupPlugin=autodetect
+CgroupMountpoint=/sys/fs/cgroup
+CgroupAutomount=no
+ConstrainCores=no
+ConstrainRAMSpace=no
+ConstrainSwapSpace=no
+ConstrainDevices=no
+EOF
 }
 
 render_topology_conf() {
@@ -331,6 +356,7 @@ write_configs() {
   write_conf "$CONF" render_slurm_conf 644
   write_conf "$DIR/etc/gres.conf" render_gres_conf 644
   write_conf "$DIR/etc/topology.conf" render_topology_conf 644
+  write_conf "$DIR/etc/cgroup.conf" render_cgroup_conf 644
   write_conf "$DIR/etc/slurmdbd.conf" render_slurmdbd_conf 600
   echo "$PORT_BASE" >"$DIR/etc/port-base"
 }

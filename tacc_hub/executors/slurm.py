@@ -53,6 +53,7 @@ import json
 import logging
 import os
 import pwd
+import shutil
 import subprocess
 import sys
 import time
@@ -99,6 +100,7 @@ STATES: dict[str, tuple[str, str | None]] = {
 ACTIVE = {state for state, (status, _) in STATES.items() if status == "running"}
 ENV_PLAN_FILE = "env-plan.json"  # in the task dir: the EnvPlan the job's first step builds
 PKG_ROOT = str(Path(__file__).resolve().parents[2])  # PYTHONPATH of that step: this very tacc_hub
+TASK_PATH = "/usr/local/bin:/usr/bin:/bin"  # no directory of the service's (its CLI, its venv) on a job's PATH
 SACCT_NOTHING_FOUND = frozenset({9003})  # sacct --json's "Nothing found with query": an answer, not a failure
 
 
@@ -120,6 +122,11 @@ def _slurm_exit(raw: Any) -> int | None:
         rc = raw.get("return_code")
         return rc if isinstance(rc, int) else None
     return None
+
+
+def _tool(name: str) -> str:
+    """runuser or sudo by its full path (the commands' scrubbed PATH may lack /usr/sbin)."""
+    return shutil.which(name, path=f"{os.environ.get('PATH', '')}:/usr/sbin:/usr/bin:/sbin:/bin") or name
 
 
 def _me() -> str | None:
@@ -151,6 +158,7 @@ class SlurmExecutor(Executor):
         account_map: dict[str, str] | None = None,
         qos_map: dict[str, str] | None = None,
         control_dir: str | Path | None = None,
+        task_path: str = TASK_PATH,
     ) -> None:
         self.root = Path(state_dir)
         for sub in ("tasks", "users"):  # the service's; each account reaches its own dirs in them, lists none
@@ -165,6 +173,7 @@ class SlurmExecutor(Executor):
         self.submit_as = submit_as or None
         self.grace_period = grace_period
         self.env_keep = env_keep
+        self.task_path = task_path  # PATH of the Slurm commands and, through sbatch --export=ALL, of the jobs
         self.extra_env = dict(extra_env or {})
         self.bin_dir = bin_dir
         self.command_timeout = command_timeout
@@ -190,7 +199,7 @@ class SlurmExecutor(Executor):
             return [exe, *args]
         if not ACCOUNT_NAME.fullmatch(user):
             raise SlurmError(f"not an account name: {user[:64]!r}")
-        prefix = ["runuser", "-u", user, "--"] if os.geteuid() == 0 else ["sudo", "-n", "-u", user, "--"]
+        prefix = [_tool("runuser"), "-u", user, "--"] if os.geteuid() == 0 else [_tool("sudo"), "-n", "-u", user, "--"]
         return [*prefix, exe, *args]
 
     def _runs_as(self, account: Account | None) -> tuple[str | None, int, int]:
@@ -212,6 +221,7 @@ class SlurmExecutor(Executor):
     def _env(self) -> dict[str, str]:
         """What Slurm commands (and through sbatch --export=ALL, the jobs) see."""
         env = {k: os.environ[k] for k in self.env_keep if k in os.environ}
+        env.setdefault("PATH", self.task_path)
         if self.slurm_conf:
             env["SLURM_CONF"] = self.slurm_conf
         return env
