@@ -8,6 +8,10 @@ and munged and MariaDB run as their own users) on a block of free ports, and bri
 removes the directory at the end. ``SLURM_CONF`` is set in ``os.environ`` for the session, so
 plain ``sbatch``/``squeue`` calls reach this cluster. There is no skip: when the cluster cannot
 come up, the tests fail with the script's output.
+
+``accounts`` (session): the Unix accounts tacc-alice and tacc-bob, created with ``useradd -m`` when
+missing and registered in Slurm's accounting; ``owners``: an executor whose tasks run as them
+(``tests/slurm/owners.py``), in a directory under /tmp that they may pass through (0711).
 """
 
 from __future__ import annotations
@@ -18,11 +22,14 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tacc_hub.executors.identity import Account, Identity
+from tests.slurm.owners import ACCOUNT_MAP, USERS, Owners, sh
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "slurm-dev.sh"
@@ -122,3 +129,34 @@ def slurm_cluster() -> Iterator[SlurmCluster]:
             _run_script("down", state_dir, env, 300)
         if cleanup_dir:
             shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def accounts(slurm_cluster: SlurmCluster) -> dict[str, Account]:
+    """tacc user -> Account, the Unix accounts created if missing and known to Slurm's accounting."""
+    for name, group in USERS.values():
+        if sh("id", "-u", name, check=False).returncode != 0:
+            sh("useradd", "-m", "-K", "UID_MIN=1000", name)
+        slurm_account = ACCOUNT_MAP.get(group, ACCOUNT_MAP["*"]).replace("{group}", group)
+        sh("sacctmgr", "-i", "add", "account", slurm_account, check=False)  # exists already: exits 1
+        sh("sacctmgr", "-i", "add", "user", name, f"account={slurm_account}", check=False)
+    identity = Identity(mode="owner", username_map={u: a for u, (a, _) in USERS.items()})
+    found = {user: identity.account(user) for user in USERS}
+    assert all(a is not None and a.uid >= 1000 for a in found.values()), found
+    return {u: a for u, a in found.items() if a is not None}
+
+
+@pytest.fixture
+def shared_root() -> Iterator[Path]:
+    root = Path(tempfile.mkdtemp(prefix="tacc-owners-"))  # not pytest's tmp dir: private to root
+    root.chmod(0o711)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+async def owners(accounts: dict[str, Account], shared_root: Path) -> AsyncIterator[Owners]:
+    o = Owners(shared_root, accounts)
+    yield o
+    for task_id, state in o.states.items():
+        await o.ex.cancel(task_id, state)

@@ -19,7 +19,7 @@ import pytest
 
 from tacc_hub.executors.identity import Account
 from tacc_hub.scheduler.cluster import ClusterState, NodeSlots, Placement
-from tests.slurm.test_slurm_owners import Owners, accounts, owners, sh, shared_root  # noqa: F401 - fixtures
+from tests.slurm.owners import Owners, sh
 
 pytestmark = pytest.mark.timeout(600)
 
