@@ -69,13 +69,29 @@ class _Identity(Protocol):
     def account(self, user: str) -> Any: ...
 
 
-def expected_uid(identity: _Identity, owner: str) -> int:
-    """The uid that must own ``owner``'s task files: their account's, or the service's own (service identity).
+def expected_uid(identity: _Identity, owner: str, *, service_user: str | None = None) -> int:
+    """The uid that must own ``owner``'s task files: their account's; in service identity the service's
+    own, or ``service_user``'s when tasks run as one site-wide account (the Slurm executor's ``submit_as``).
 
-    Raises what ``identity.account`` raises (``IdentityError``: the account is gone).
+    Raises what ``identity.account`` raises (``IdentityError``: the account is gone), and
+    ``TaskFileError`` when ``service_user`` is no account here.
     """
     account = identity.account(owner)
-    return os.geteuid() if account is None else int(account.uid)
+    if account is not None:
+        return int(account.uid)
+    if service_user:
+        import pwd
+
+        try:
+            return pwd.getpwnam(service_user).pw_uid
+        except KeyError:
+            raise TaskFileError("", f"no Unix account {_show(service_user)!r} that the tasks run as") from None
+    return os.geteuid()
+
+
+def executor_uid(executor: Any, owner: str) -> int:
+    """``expected_uid`` for ``owner``'s tasks on ``executor`` (its ``identity``, and its ``submit_as`` if any)."""
+    return expected_uid(executor.identity, owner, service_user=getattr(executor, "submit_as", None))
 
 
 def _show(rel: str) -> str:

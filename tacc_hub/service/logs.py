@@ -39,8 +39,8 @@ class LogRefused(Exception):
 def task_uid(handler: ApiHandler, rec: TaskRecord) -> int:
     """The uid that must own ``rec``'s files (its owner's account; the service's own in service identity)."""
     try:
-        return taskfiles.expected_uid(handler.ctx.controller.executor.identity, rec.owner)
-    except IdentityError as exc:
+        return taskfiles.executor_uid(handler.ctx.controller.executor, rec.owner)
+    except (IdentityError, taskfiles.TaskFileError) as exc:
         raise LogRefused(f"task {rec.id}'s files are not read: {exc}") from None
 
 

@@ -172,8 +172,8 @@ class OutputsHandler(ApiHandler):
         rec = self.visible_task(task_id)
         ex = self.ctx.controller.executor
         try:
-            uid = taskfiles.expected_uid(ex.identity, rec.owner)
-        except IdentityError as exc:
+            uid = taskfiles.executor_uid(ex, rec.owner)
+        except (IdentityError, taskfiles.TaskFileError) as exc:
             raise ApiError(409, f"task {rec.id}'s files are not read: {exc}") from None
         outputs: list[str] = list((rec.spec or {}).get("outputs", []))
         # Outputs can be large: build the archive in a temporary file (in a thread), stream it out.

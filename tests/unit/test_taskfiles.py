@@ -253,6 +253,10 @@ def test_paths_leaving_the_task_dir_are_refused(layout, alice, rel):
 def test_expected_uid_follows_the_identity(alice):
     assert taskfiles.expected_uid(Identity(mode="service"), "alice") == os.geteuid()
     assert taskfiles.expected_uid(Identity(mode="owner"), "alice") == alice[0]
+    # service identity with one site-wide job account (Slurm's submit_as): that account's files
+    assert taskfiles.expected_uid(Identity(mode="service"), "bob", service_user="alice") == alice[0]
+    with pytest.raises(TaskFileError, match="no Unix account"):
+        taskfiles.expected_uid(Identity(mode="service"), "bob", service_user="nosuch-tacc-user")
 
 
 # --- the outputs archive ----------------------------------------------------------------
