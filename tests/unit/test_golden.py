@@ -153,6 +153,11 @@ SBATCH_CASES: dict[str, dict[str, Any]] = {
         # its venv is built by the job's first step, with a hostile interpreter path and PYTHONPATH
         "env_step": (f"/opt/py {HOSTILE}/bin/python3", f"/opt/tacc {HOSTILE}"),
     },
+    # the owner's group mapped to Slurm's --account and --qos (the Slurm executor's account_map / qos_map)
+    "slurm-account-qos": {
+        "plan": "plain-argv", "nodes": [("n4", [])], "dir": "/srv/tacc/tasks/9", "env": {}, "partition": "gpu",
+        "account": "phys-lab_1.a", "qos": "normal",
+    },
 }
 
 
@@ -197,6 +202,7 @@ def test_golden_sbatch(case: str, spec: Callable[..., TaskSpec], site: SiteProfi
         assert plan.env.kind == "venv"
         step = prepare_env_argv(*c["env_step"], tdir / "env-plan.json")
     job = render_batch(task_id=int(tdir.name), plan=plan, task_dir=tdir, env=env, partition=c["partition"],
-                       placement=Placement(nodes=[NodeSlots(node=n, gpus=g) for n, g in c["nodes"]]), env_step=step)
+                       placement=Placement(nodes=[NodeSlots(node=n, gpus=g) for n, g in c["nodes"]]), env_step=step,
+                       account=c.get("account"), qos=c.get("qos"))
     _check(GOLDEN / f"{case}.sbatch", job.script)
     assert json.loads(job.script.splitlines()[3][2:]) == job.options

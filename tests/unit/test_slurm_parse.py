@@ -1,4 +1,5 @@
-"""The Slurm executor's pure parts: the job state table, exit codes, hostlists, the time option.
+"""The Slurm executor's pure parts: the job state table, exit codes, hostlists, the time option, the
+group -> account/QOS maps, foreign GPUs, and how the files a job writes are read.
 
 The executor's behaviour against real Slurm is tested in tests/slurm; these pin the table and
 the parsers on inputs the dev cluster cannot produce on demand (NODE_FAIL, OUT_OF_MEMORY...).
@@ -6,15 +7,18 @@ the parsers on inputs the dev cluster cannot produce on demand (NODE_FAIL, OUT_O
 
 from __future__ import annotations
 
+import os
+import time
 from pathlib import Path
 
 import pytest
 
 from tacc_hub.executors import LaunchError, Observation
-from tacc_hub.executors.sbatch import gpus_per_node, time_option
+from tacc_hub.executors.sbatch import gpus_per_node, mapped_name, time_option
 from tacc_hub.executors.slurm import ACTIVE, REQUEUE_MARK, STATES, SlurmExecutor, _slurm_exit
-from tacc_hub.executors.slurm_nodes import expand_hostlist
-from tacc_hub.scheduler.cluster import NodeSlots, Placement
+from tacc_hub.executors.slurm_files import read_job_file
+from tacc_hub.executors.slurm_nodes import expand_hostlist, foreign_gpus, gres_gpus
+from tacc_hub.scheduler.cluster import ClusterState, Node, NodeSlots, Placement
 
 
 def test_every_state_maps_to_running_or_exited() -> None:
@@ -93,3 +97,86 @@ def test_a_node_failure_wins_over_an_exit_code_file(tmp_path: Path) -> None:
     (ex.task_dir(1) / "job").write_text("42\n")
     obs = ex._observe(1, "42", {"job_state": "NODE_FAIL", "exit_code": 0}, 0.0)
     assert obs == Observation("exited", exit_code=1, reason=f"node failure {REQUEUE_MARK}")
+
+
+def test_group_maps_give_the_account_and_qos() -> None:
+    m = {"physics": "phys-{group}", "*": "{group}", "empty": ""}
+    assert mapped_name("account", m, "physics") == "phys-physics"
+    assert mapped_name("account", m, "bio.lab_2") == "bio.lab_2"
+    assert mapped_name("account", m, "empty") is None  # an empty entry: no option, not the fallback
+    assert mapped_name("account", {"physics": "p"}, "bio") is None  # no entry, no fallback: no option
+    for bad in ("a b", "x;--wrap=id", "-leading", "", "é", "a" * 65, "a/b", "a\nb"):
+        with pytest.raises(LaunchError, match="not a valid Slurm name"):
+            mapped_name("QOS", {"*": "{group}"}, bad)
+
+
+def test_gres_strings() -> None:
+    assert gres_gpus("gpu:2") == (2, None) and gres_gpus("gpu:a100:4(S:0-1)") == (4, "a100")
+    assert gres_gpus("gpu:1(IDX:0),shard:0") == (1, None) and gres_gpus("gpu:a:1(IDX:0),gpu:b:2(IDX:1-2)")[0] == 3
+    assert gres_gpus("(null)") == (0, None) and gres_gpus("") == (0, None)
+
+
+def test_foreign_gpus_are_allocated_ones_less_ours_by_id_and_name() -> None:
+    sinfo = {"nodes": [{"name": "n1", "gres_used": "gpu:2(IDX:0-1)"}, {"name": "n2", "gres_used": "gpu:2"},
+                       {"name": "n3", "gres_used": "gpu:1"}, {"name": "n4", "gres_used": "gpu:0"}]}
+    squeue = "\n".join([
+        "10|tacc-4|RUNNING|n[1-2]|gres:gpu:1",  # ours: 1 GPU on n1 and on n2
+        "11|tacc-5|RUNNING|n3|gres:gpu:1",  # a user's job named like ours: its id is not one we submitted
+        "12|tacc-6|PENDING|n4|gres:gpu:2",  # ours, waiting in Slurm: holds nothing
+        "13|train|RUNNING|n2|gres:gpu:1",  # a foreign job of that name
+        "junk",
+    ])
+    assert foreign_gpus(sinfo, squeue, {"10", "12"}) == {"n1": 1, "n2": 1, "n3": 1}
+    assert foreign_gpus(sinfo, squeue, set()) == {"n1": 2, "n2": 2, "n3": 1}  # before the service knows its jobs
+
+
+def test_foreign_gpus_are_not_free_in_the_cluster_state() -> None:
+    cluster = ClusterState([Node("n1", 4), Node("n2", 2)])
+    cluster.allocate(1, Placement(nodes=[NodeSlots(node="n1", gpus=[0])]))
+    assert cluster.update_nodes([Node("n1", 4, foreign=2), Node("n2", 2)]) == ["n1"]
+    assert cluster.nodes["n1"].free == [1] and cluster.nodes["n1"].holders == {0: 1}
+    with pytest.raises(ValueError, match="GPU 2 on n1 is not free"):
+        cluster.allocate(2, Placement(nodes=[NodeSlots(node="n1", gpus=[2])]))
+    assert cluster.place(1, 2) is not None and cluster.place(1, 3) is None
+    assert cluster.foreign_note() == "2 GPUs on n1 are held by jobs outside tacc"
+    cluster.update_nodes([Node("n1", 4, foreign=2), Node("n2", 2, foreign=1)])
+    assert cluster.foreign_note() == "2 GPUs on n1 and 1 GPU on n2 are held by jobs outside tacc"
+    cluster.update_nodes([Node("n1", 4, foreign=9), Node("n2", 2)])  # more than there is: nothing free, no error
+    assert cluster.nodes["n1"].free == [] and cluster.foreign_note() == "9 GPUs on n1 are held by jobs outside tacc"
+    assert cluster.summary()[0]["gpus_free"] == 0 and cluster.summary()[0]["gpus_foreign"] == 9
+    assert cluster.update_nodes([Node("n1", 4), Node("n2", 2)]) == ["n1"]
+    assert cluster.nodes["n1"].free == [1, 2, 3] and cluster.foreign_note() is None
+
+
+def test_job_files_are_read_only_as_small_regular_files_of_the_jobs_uid(tmp_path: Path) -> None:
+    me = os.geteuid()
+    (tmp_path / "code").write_text("7\n")
+    assert read_job_file(str(tmp_path / "code"), me) == "7\n"
+    assert read_job_file(str(tmp_path / "code"), me + 1) is None  # not the job's: e.g. a hard link to another's
+    assert read_job_file(str(tmp_path / "missing"), me) is None
+    (tmp_path / "link").symlink_to(tmp_path / "code")
+    assert read_job_file(str(tmp_path / "link"), me) is None
+    os.mkfifo(tmp_path / "fifo")
+    started = time.monotonic()
+    assert read_job_file(str(tmp_path / "fifo"), me) is None and time.monotonic() - started < 1
+    (tmp_path / "dir").mkdir()
+    assert read_job_file(str(tmp_path / "dir"), me) is None
+    (tmp_path / "big").write_text("1" * 10_000)
+    assert read_job_file(str(tmp_path / "big"), me) == "1" * 64
+
+
+def test_an_exit_code_file_that_is_a_link_or_not_the_jobs_is_ignored(tmp_path: Path) -> None:
+    ex = SlurmExecutor(tmp_path / "state")
+    tdir = ex.task_dir(1)
+    tdir.mkdir(parents=True)
+    (tmp_path / "code").write_text("42\n")
+    (tdir / "job").write_text("42\n")
+    (tdir / "exitcode").symlink_to(tmp_path / "code")
+    done = {"job_state": "COMPLETED", "exit_code": 0}
+    assert ex._observe(1, "42", done, 0.0) == Observation("exited", exit_code=0)  # Slurm's word, not the link's
+    (tdir / "exitcode").unlink()
+    (tdir / "exitcode").write_text("42\n")
+    assert ex._observe(1, "42", done, 0.0) == Observation("exited", exit_code=42)
+    assert ex._observe(1, "42", done, 0.0, uid=os.geteuid() + 1) == Observation("exited", exit_code=0)
+    (tdir / "exitcode").write_text("99999999999999\n")
+    assert ex._observe(1, "42", done, 0.0).exit_code == 255  # nonsense: a failure, not a huge number
