@@ -33,6 +33,22 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+BENCH_USERS = ("alice", "bob", "carol", "dave")
+
+
+def ensure_accounts(names: Sequence[str] = BENCH_USERS) -> None:
+    """The benchmarks' users as Unix accounts (tasks run as their owners); created with useradd as root."""
+    import pwd
+
+    for name in names:
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            if os.geteuid() != 0:
+                raise SystemExit(f"benchmark: user {name!r} needs a Unix account (run as root to create it)") from None
+            subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], check=True)
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     """The environment for service and CLI subprocesses: no inherited TACC_* settings."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TACC_") and k != "JUPYTERHUB_API_TOKEN"}
@@ -48,6 +64,8 @@ class Service:
 
     def __init__(self, *extra: str, name: str = "bench", keep: bool = False) -> None:
         self.tmp = Path(tempfile.mkdtemp(prefix=f"tacc-{name}-"))
+        self.tmp.chmod(0o711)  # tasks run as their owners: they must reach <state>-data (the state stays 0700)
+        ensure_accounts()
         self.state_dir = self.tmp / "state"
         self.state_dir.mkdir()
         self.port = free_port()
@@ -112,21 +130,15 @@ class Service:
                 self.proc.wait(10)
 
     def kill_task_processes(self) -> None:
-        """Kill the process group of every task still running (tasks outlive a stopped service)."""
-        tasks = self.state_dir / "tasks"
-        if not tasks.is_dir():
+        """Kill every process of every task still running (tasks outlive a stopped service): SIGKILL through
+        each task's supervisor (``tacc-launcher RUN_DIR kill ID``)."""
+        run = self.state_dir / "run"
+        if not run.is_dir():
             return
-        from tacc_hub.store import Store, TaskStatus
-
-        with Store(self.db_url) as store:
-            for rec in store.active():
-                pid = (rec.executor_state or {}).get("pid")
-                if isinstance(pid, int) and rec.status in (TaskStatus.RUNNING, TaskStatus.CANCELLING,
-                                                           TaskStatus.STARTING):
-                    try:
-                        os.killpg(pid, signal.SIGKILL)
-                    except (ProcessLookupError, PermissionError):
-                        pass
+        for entry in run.iterdir():
+            if entry.name.isdigit() and not (entry / "exitcode").exists():
+                subprocess.run([sys.executable, "-I", "-m", "tacc_hub.launcher", str(run), "kill", entry.name],
+                               capture_output=True, timeout=30, check=False)
 
     def __enter__(self) -> Service:
         return self

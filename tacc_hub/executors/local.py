@@ -46,9 +46,14 @@ READY_TIMEOUT_S = 3600.0  # preparing may build an env
 
 
 def default_launcher() -> list[str]:
-    """How the service runs tacc-launcher: itself when root (or for its own identity), else through sudo."""
+    """How the service runs tacc-launcher: itself when root, else through sudo (deploy/sudoers.d/tacc-hub).
+
+    Run directly, it starts without ``site`` (``-I -S``: 20 ms instead of 70 with an editable install) and
+    finds tacc_hub where this process found it; it imports nothing but the standard library and tacc_hub."""
     if os.geteuid() == 0:
-        return [sys.executable, "-I", "-m", "tacc_hub.launcher"]
+        root = str(Path(__file__).resolve().parents[2])
+        boot = f"import sys; sys.path.insert(0, {root!r}); from tacc_hub.launcher.cli import main; sys.exit(main())"
+        return [sys.executable, "-I", "-S", "-c", boot]
     return ["sudo", "-n", str(Path(sys.executable).parent / "tacc-launcher")]
 
 
@@ -244,9 +249,12 @@ class LocalExecutor(Executor):
             notes = (ctl / "notes").read_text().strip() if (ctl / "notes").exists() else ""
             reason = "; ".join(n for n in notes.splitlines() if n and n != "cancelled") or None
             try:
-                return Observation("exited", exit_code=int(text), reason=reason)
+                code = int(text)
             except ValueError:
                 return Observation("exited", exit_code=255, reason=f"unreadable exit status {text[:20]!r}")
+            if code != 0 and reason:
+                reason = f"exited with status {code}; {reason}"
+            return Observation("exited", exit_code=code, reason=reason)
         if self._alive(state):
             return Observation("running")
         self._children.pop(task_id, None)

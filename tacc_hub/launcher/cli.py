@@ -110,7 +110,8 @@ def check_account(spec: dict[str, Any], caller_uid: int) -> dict[str, Any] | Non
     if pw.pw_uid != os.geteuid() and os.geteuid() != 0:
         raise Refused("running tasks as their owners needs root: run tacc-launcher through sudo "
                       "(deploy/sudoers.d/tacc-hub) or set TaccHub.task_identity = 'service'")
-    return {"name": pw.pw_name, "uid": pw.pw_uid, "gid": pw.pw_gid, "home": pw.pw_dir}
+    return {"name": pw.pw_name, "uid": pw.pw_uid, "gid": pw.pw_gid, "home": pw.pw_dir,
+            "groups": os.getgrouplist(pw.pw_name, pw.pw_gid)}  # once, here: each child would load NSS again
 
 
 def main(argv: list[str] | None = None) -> int:

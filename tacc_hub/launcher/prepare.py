@@ -26,7 +26,7 @@ def drop_to(account: dict[str, Any] | None) -> None:
     """Become the task's user for good (no-op without an account: the caller's own identity)."""
     if account is None:
         return
-    os.setgroups(os.getgrouplist(account["name"], account["gid"]))
+    os.setgroups(account["groups"])
     os.setgid(account["gid"])
     os.setuid(account["uid"])
     if os.getuid() == 0 or os.geteuid() == 0:
@@ -158,6 +158,9 @@ def prepare(spec: dict[str, Any], account: dict[str, Any] | None, ctl: int, uid:
 
     import tacc_hub.snapshot
     if spec.get("env_plan", {}).get("kind", "base") != "base":
+        import site
+
+        site.main()  # building an env needs the installed packages (the launcher may start without site)
         import tacc_hub.executors.prepare  # noqa: F401
     archive_fd = None
     if spec["code"]["kind"] == "snapshot":

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import site as pysite
@@ -108,6 +109,9 @@ class _NotFound(HealthHandler):
         from .base import ApiError
 
         raise ApiError(404, f"no such endpoint {self.request.path[:200]!r}")
+
+
+SERVICE_COMMANDS = frozenset({"tacc-hub", "tacc-launcher"})  # never on a task's PATH (see TaccHub.task_bin)
 
 
 def unsearchable(path: Path) -> Path | None:
@@ -313,6 +317,36 @@ class TaccHub(Application):
         data.chmod(0o711)  # searchable, not listable
         return data
 
+    def task_bin(self) -> Path:
+        """``<data_dir>/bin``: a task's view of the service's interpreter, first on the PATH of tasks that use it.
+
+        One wrapper per command of the interpreter's bin directory (python, pip, torchrun, jupyter, ...) that
+        execs it, except the service's own commands (``tacc-hub``, ``tacc-launcher``) and the activate scripts:
+        the service's CLI is no task's business. Made again at every start.
+        """
+        real = Path(sys.executable).parent
+        out = self.data_root() / "bin"
+        out.mkdir(exist_ok=True)
+        out.chmod(0o755)
+        wanted: set[str] = set()
+        for entry in sorted(real.iterdir()):
+            name = entry.name
+            if name in SERVICE_COMMANDS or name.lower().startswith("activate") or not os.access(entry, os.X_OK) \
+                    or entry.is_dir():
+                continue
+            wanted.add(name)
+            text = f"#!/bin/sh\nexec {shlex.quote(str(entry))} \"$@\"\n"
+            path = out / name
+            if not path.is_file() or path.is_symlink() or path.read_text() != text:
+                tmp = out / f".{name}.tmp"
+                tmp.write_text(text)
+                tmp.chmod(0o755)
+                tmp.replace(path)
+        for stale in out.iterdir():
+            if stale.name not in wanted and not stale.name.startswith("."):
+                stale.unlink()
+        return out
+
     def check_identity(self) -> None:
         """Owner identity needs a way to switch users and a data_dir every user can reach; say so at start."""
         if self.task_identity == "service":
@@ -333,7 +367,8 @@ class TaccHub(Application):
         """What the compiler checks specs against; with the Slurm executor, limits come from its nodes."""
         root = Path(self.state_dir).resolve()
         version = f"{sys.version_info.major}.{sys.version_info.minor}"
-        pythons = {version: sys.executable, **{str(k): str(v) for k, v in self.pythons.items()}}
+        pythons = {version: str(self.task_bin() / f"python{version}"),
+                   **{str(k): str(v) for k, v in self.pythons.items()}}
         builder = self.env_builder
         if builder == "auto":
             builder = "uv" if shutil.which("uv") else "pip"

@@ -440,7 +440,7 @@ class Controller(RecoveryMixin):
         if live.status == S.CANCELLING:
             to, reason = S.CANCELLED, "cancelled"
         elif obs.status == "exited" and obs.exit_code == 0:
-            to, reason = S.SUCCEEDED, None
+            to, reason = S.SUCCEEDED, obs.reason  # e.g. leftover processes the local executor killed
         elif obs.status == "exited":
             to, reason = S.FAILED, (obs.reason or "").replace(REQUEUE_MARK, "").strip() or \
                 f"exited with status {obs.exit_code}"
