@@ -1,17 +1,27 @@
 """The Slurm executor: each task run is one batch job on exactly the placement our scheduler chose.
 
-Task directories are laid out as by the local executor (``<state_dir>/tasks/<id>/``: launch.sh,
-``work/``, ``output.log``, ``exitcode``, ``checkpoint/``); the cluster's nodes must see this
-machine's filesystem at the same paths (a shared file system; on the dev cluster they are this
-machine). The batch job (``sbatch.py``) writes its job id to ``job``, runs ``launch.sh`` on every
-node with ``srun`` and writes ``exitcode`` last (only while ``job`` still names it); its output is
-appended to ``output.log``, which the log endpoints read. A task with a venv or conda env gets it
-from the job's first step, on the allocation's first node (``prepare_env``: built once per
-dependency digest in the site's shared env root, under a lock, READY marker last); the hub builds
-no env for Slurm tasks.
+Owners: a task's job runs as its owner's Unix account (``Launch.account``; None, with
+``task_identity=service``: the service's own, or the one ``submit_as`` user). ``sbatch`` and
+``scancel`` run as that account (``runuser -u`` when the service is root, else ``sudo -n -u``),
+so Slurm's accounting charges them (``sacct -u alice``), with ``--account`` and ``--qos`` from the
+owner's tacc group (``account_map``, ``qos_map``: ``sbatch.mapped_name``). ``squeue``, ``sacct`` and
+``sinfo`` run as the service: one view of every job.
+
+Task directories (``<root>/tasks/<id>/``: launch.sh, ``work/``, ``output.log``, ``exitcode``,
+``checkpoint/``) belong to the task's account, mode 0700 (``slurm_files.prepare_owned``); the
+files the job writes (``job``, ``exitcode``) are read without following a link, only as regular
+files of the job's uid (``slurm_files.read_job_file``); the service's own marks live in
+``control_dir``. The nodes must see this machine's filesystem at the same paths (a shared file
+system; on the dev cluster they are this machine). The batch job (``sbatch.py``) writes its job
+id to ``job``, runs ``launch.sh`` on every node with ``srun`` and writes ``exitcode`` last (only
+while ``job`` still names it); its output is appended to ``output.log``, which the log endpoints
+read. A task with a venv or conda env gets it from the job's first step, on the allocation's
+first node (``prepare_env``: built once per dependency digest in the env root, as the job's
+user, under a lock, READY marker last); the hub builds no env for Slurm tasks.
 
 Nodes (``slurm_nodes``): ``sinfo --json`` and ``scontrol show topology``; drained, down or not
-responding nodes are left out of ``refresh_nodes`` and reported by ``node_states``.
+responding nodes are left out of ``refresh_nodes`` and reported by ``node_states``. On a partition
+shared with jobs tacc did not submit, the GPUs they hold are each node's ``Node.foreign``.
 
 Observing: one ``squeue`` per poll for all tasks (ids and states as text, not ``--json``), plus
 one ``sacct --json -j a,b,...`` for the jobs squeue no longer lists. When a command fails or
@@ -42,8 +52,9 @@ seconds for the task to save its state, then ``scancel --signal=KILL --full`` an
 Idempotent: a job that is no longer active is left alone.
 
 Invariants: every command is an argv list (``asyncio`` subprocess exec, never a shell);
-jobs get a scrubbed environment (``env_keep`` plus ``SLURM_CONF``), their launch variables
-being exported, quoted, by the batch script.
+jobs get a scrubbed environment (``env_keep``, ``SLURM_CONF`` and ``PATH=task_path``), their
+launch variables being exported, quoted, by the batch script; the service never creates or writes a file
+in, nor follows a link of, a directory the task's account controls once it has handed it over.
 """
 
 from __future__ import annotations
@@ -67,62 +78,18 @@ from .local import DEFAULT_ENV_KEEP, free_port
 from .prepare import owner_dir, prepare_task_dir, task_env
 from .sbatch import BatchJob, mapped_name, prepare_env_argv, render_batch
 from .slurm_files import SMALL, owned_dir, prepare_owned, read_job_file, shared_dir
-from .slurm_health import Health, SlurmError, cancel_strays, is_unreachable, may_have_gone_through, ping
+from .slurm_health import Health, SlurmError, cancel_job, cancel_strays, is_unreachable, may_have_gone_through, ping
 from .slurm_nodes import SQUEUE_HOLDERS, foreign_gpus, parse_nodes, parse_switches
+from .slurm_states import ACTIVE, STATES, _slurm_exit, _state_name
+
+__all__ = ["ACTIVE", "ENV_PLAN_FILE", "REQUEUE_MARK", "STATES", "SlurmExecutor", "_slurm_exit"]
 
 log = logging.getLogger(__name__)
 
-# Slurm job state -> (our status, reason). Exit codes come from the task's exitcode file when
-# it wrote one, else from Slurm; an ended job that did not complete never reports exit code 0.
-STATES: dict[str, tuple[str, str | None]] = {
-    "PENDING": ("running", None),  # waiting for the nodes our scheduler gave it (see the docstring)
-    "CONFIGURING": ("running", None),  # nodes allocated, being readied (booting, prolog)
-    "RUNNING": ("running", None),  # the batch script runs
-    "COMPLETING": ("running", None),  # processes ending, epilog running; final state not known yet
-    "SUSPENDED": ("running", None),  # paused by an admin (scontrol suspend); still holds its nodes
-    "REQUEUED": ("running", None),  # Slurm put it back (we submit --no-requeue; an admin may still)
-    "REQUEUE_HOLD": ("running", None),  # as REQUEUED, held
-    "RESIZING": ("running", None),  # the allocation changes size
-    "SIGNALING": ("running", None),  # a signal is being delivered
-    "STAGE_OUT": ("running", None),  # burst buffer stage-out after the script ended
-    "COMPLETED": ("exited", None),  # every process ended with exit code 0
-    "FAILED": ("exited", None),  # ended with a non-zero exit code
-    "CANCELLED": ("exited", "cancelled in Slurm"),  # scancel by us, a user or an admin
-    "TIMEOUT": ("exited", "time limit"),  # Slurm's --time reached (our own limit is enforced first)
-    "NODE_FAIL": ("exited", f"node failure {REQUEUE_MARK}"),  # a node of the job died
-    "BOOT_FAIL": ("exited", f"node boot failure {REQUEUE_MARK}"),  # a node failed to boot for it
-    "PREEMPTED": ("exited", f"preempted by Slurm {REQUEUE_MARK}"),  # Slurm's own preemption
-    "OUT_OF_MEMORY": ("exited", "out of memory"),  # the memory limit was hit
-    "DEADLINE": ("exited", "deadline reached"),  # --deadline passed
-    "REVOKED": ("exited", "revoked by a federated cluster"),  # ran elsewhere (federation)
-    "SPECIAL_EXIT": ("exited", "special exit"),  # requeue-on-exit code; held by Slurm
-}
-ACTIVE = {state for state, (status, _) in STATES.items() if status == "running"}
 ENV_PLAN_FILE = "env-plan.json"  # in the task dir: the EnvPlan the job's first step builds
 PKG_ROOT = str(Path(__file__).resolve().parents[2])  # PYTHONPATH of that step: this very tacc_hub
 TASK_PATH = "/usr/local/bin:/usr/bin:/bin"  # no directory of the service's (its CLI, its venv) on a job's PATH
 SACCT_NOTHING_FOUND = frozenset({9003})  # sacct --json's "Nothing found with query": an answer, not a failure
-
-
-def _state_name(raw: Any) -> str:
-    """A job state from squeue (``"RUNNING"``) or sacct (``{"current": "RUNNING"}``)."""
-    if isinstance(raw, dict):
-        raw = raw.get("current")
-    return str(raw or "").split()[0].upper() if raw else ""
-
-
-def _slurm_exit(raw: Any) -> int | None:
-    """Exit code from squeue (a wait status) or sacct (``{"return_code": n, "signal": {...}}``)."""
-    if isinstance(raw, int):
-        return 128 + (raw & 0x7F) if raw & 0x7F else raw >> 8
-    if isinstance(raw, dict):
-        sig = raw.get("signal", {}).get("signal_id") if isinstance(raw.get("signal"), dict) else None
-        if isinstance(sig, int) and sig:
-            return 128 + sig
-        rc = raw.get("return_code")
-        return rc if isinstance(rc, int) else None
-    return None
-
 
 def _tool(name: str) -> str:
     """runuser or sudo by its full path (the commands' scrubbed PATH may lack /usr/sbin)."""
@@ -534,45 +501,5 @@ class SlurmExecutor(Executor):
 
     # --- cancel -------------------------------------------------------------------------
 
-    async def _active_state(self, job_id: str) -> str | None:
-        """The job's state while it holds or waits for nodes, "" once it has ended, None when Slurm cannot tell."""
-        try:
-            text = await self._run(self._argv("squeue", "-h", "-j", job_id, "-o", "%T"))
-        except SlurmError as exc:
-            return "" if "Invalid job id" in str(exc) else None
-        return next((line.strip() for line in text.splitlines() if line.strip() in ACTIVE), "")
-
-    async def _wait_ended(self, job_id: str, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while True:
-            if await self._active_state(job_id) == "":
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            await asyncio.sleep(0.2)
-
     async def cancel(self, task_id: int, state: dict[str, Any]) -> None:
-        job_id = str(state.get("job_id", ""))
-        now = await self._active_state(job_id) if job_id.isdigit() else ""
-        if now == "":
-            return
-        try:
-            self._mark(task_id, cancelled=True)  # poll then reports "cancelled"
-        except OSError:
-            pass
-        user = state.get("user") if isinstance(state.get("user"), str) else None
-        # TERM to the job steps only (the tasks on every node): the batch script and its srun keep
-        # running, pass the tasks' last output to the log and write their exit code. A job that
-        # has not started has nothing to signal: it is simply cancelled.
-        steps: list[tuple[tuple[str, ...], float]] = [(("--signal=TERM",), self.grace_period),
-                                                      (("--signal=KILL", "--full"), 0.0), ((), 30.0)]
-        if now == "PENDING":
-            steps = steps[2:]
-        for args, wait in steps:
-            try:
-                await self._run(self._argv("scancel", *args, job_id, user=user or self.submit_as))
-            except SlurmError as exc:  # already ended, or Slurm unreachable: check below
-                log.info("slurm: scancel %s %s: %s", " ".join(args), job_id, exc)
-            if await self._wait_ended(job_id, wait):
-                return
-        log.warning("slurm: job %s of task %s is still active after scancel", job_id, task_id)
+        await cancel_job(self, task_id, state)

@@ -9,17 +9,20 @@ while the next try is not due (it backs off exponentially, up to ``max_backoff``
 the streak is older than ``threshold`` seconds: then only probes reach for Slurm, no launches.
 
 Also here, the executor's two ways back from an outage: ``ping`` (its ``probe``) and
-``cancel_strays`` (before the next launch of a task whose sbatch timed out).
+``cancel_strays`` (before the next launch of a task whose sbatch timed out), and its ``cancel``
+(``cancel_job``), which both use.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from .base import LaunchUnavailable
+from .slurm_states import ACTIVE
 
 if TYPE_CHECKING:
     from .slurm import SlurmExecutor
@@ -119,3 +122,50 @@ async def cancel_strays(ex: SlurmExecutor, task_id: int) -> None:
             log.warning("slurm: cancelling job %s, submitted for task %s by an sbatch that timed out", job_id, task_id)
             await ex.cancel(task_id, {"job_id": job_id, "user": user})  # scancel as the job's owner
     ex._unsure.discard(task_id)
+
+
+async def active_state(ex: SlurmExecutor, job_id: str) -> str | None:
+    """The job's state while it holds or waits for nodes, "" once it has ended, None when Slurm cannot tell."""
+    try:
+        text = await ex._run(ex._argv("squeue", "-h", "-j", job_id, "-o", "%T"))
+    except SlurmError as exc:
+        return "" if "Invalid job id" in str(exc) else None
+    return next((line.strip() for line in text.splitlines() if line.strip() in ACTIVE), "")
+
+
+async def wait_ended(ex: SlurmExecutor, job_id: str, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while True:
+        if await active_state(ex, job_id) == "":
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(0.2)
+
+
+async def cancel_job(ex: SlurmExecutor, task_id: int, state: dict[str, Any]) -> None:
+    """``SlurmExecutor.cancel`` (see the Slurm executor's docstring), each scancel as the job's owner."""
+    job_id = str(state.get("job_id", ""))
+    now = await active_state(ex, job_id) if job_id.isdigit() else ""
+    if now == "":
+        return
+    try:
+        ex._mark(task_id, cancelled=True)  # poll then reports "cancelled"
+    except OSError:
+        pass
+    user = state.get("user") if isinstance(state.get("user"), str) else None
+    # TERM to the job steps only (the tasks on every node): the batch script and its srun keep
+    # running, pass the tasks' last output to the log and write their exit code. A job that
+    # has not started has nothing to signal: it is simply cancelled.
+    steps: list[tuple[tuple[str, ...], float]] = [(("--signal=TERM",), ex.grace_period),
+                                                  (("--signal=KILL", "--full"), 0.0), ((), 30.0)]
+    if now == "PENDING":
+        steps = steps[2:]
+    for args, wait in steps:
+        try:
+            await ex._run(ex._argv("scancel", *args, job_id, user=user or ex.submit_as))
+        except SlurmError as exc:  # already ended, or Slurm unreachable: check below
+            log.info("slurm: scancel %s %s: %s", " ".join(args), job_id, exc)
+        if await wait_ended(ex, job_id, wait):
+            return
+    log.warning("slurm: job %s of task %s is still active after scancel", job_id, task_id)

@@ -112,7 +112,7 @@ def test_the_service_leaves_the_env_to_the_job(slurm_cluster: SlurmCluster, tmp_
         logs = tcloud(svc, "ivan", "logs", str(task_id)).stdout
         assert f"tacc: venv environment {env['digest']} built in " in logs, logs
         assert f"in-env {env['path']} {yaml.__version__}" in logs, logs
-        job = (tmp_path / "svc" / "tasks" / str(task_id) / "job.sbatch").read_text()
+        job = (svc.data_dir / "tasks" / str(task_id) / "job.sbatch").read_text()
         assert f"{sys.executable} -m tacc_hub.executors.prepare_env" in job, job
     finally:
         svc.stop()
