@@ -149,7 +149,8 @@ def _as_user(spec: dict[str, Any], task_fd: int, archive_fd: int | None) -> None
 def prepare(spec: dict[str, Any], account: dict[str, Any] | None, ctl: int, uid: int, gid: int) -> int:
     """Create and fill the task's directory; returns its fd. Raises Refused with the reason."""
     group = gid if (account is not None and uid != 0) else None  # an unprivileged service reads logs by group
-    task_fd = owned_dir(str(spec["task_dir"]), account, 0o750 if group is not None else 0o700, group)
+    # setgid: what the task creates inside belongs to that group too, so the service can read its log and outputs
+    task_fd = owned_dir(str(spec["task_dir"]), account, 0o2750 if group is not None else 0o700, group)
     for key in ("user_dir", "env_dir"):
         if spec.get(key) and not os.path.isdir(spec[key]):
             os.close(owned_dir(str(spec[key]), account, 0o700))

@@ -86,7 +86,7 @@ def signal_tree(sig: int) -> int:
 
 def reap() -> list[tuple[int, int]]:
     """(pid, wait status) of every child that has ended, without blocking."""
-    out = []
+    out: list[tuple[int, int]] = []
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)

@@ -19,7 +19,7 @@ import signal
 import site as pysite
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import tornado.httpserver
 import tornado.web
@@ -297,18 +297,24 @@ class TaccHub(Application):
 
     def make_executor(self) -> Executor:
         root = Path(self.state_dir).resolve()
+        executor: Executor
         if self.executor == "slurm":
-            return SlurmExecutor(self.data_root(), partition=self.slurm_partition or None,
-                                 slurm_conf=self.slurm_conf or None, submit_as=self.slurm_submit_as or None,
-                                 grace_period=self.grace_period,
-                                 unreachable_after=self.slurm_unreachable_after,
-                                 node_python=self.slurm_node_python or None)
+            executor = SlurmExecutor(self.data_root(), partition=self.slurm_partition or None,
+                                     slurm_conf=self.slurm_conf or None, submit_as=self.slurm_submit_as or None,
+                                     grace_period=self.grace_period, unreachable_after=self.slurm_unreachable_after,
+                                     node_python=self.slurm_node_python or None,
+                                     account_map={str(k): str(v) for k, v in self.slurm_account_map.items()},
+                                     qos_map={str(k): str(v) for k, v in self.slurm_qos_map.items()},
+                                     control_dir=root / "run", task_path=self.task_path)
+            executor.identity = self.identity()
+            return executor
         return LocalExecutor(self.data_root(), run_dir=root / "run", identity=self.identity(),
                              launcher=list(self.launcher_command) or None, gpus=self.local_gpus,
                              node_name=self.node_name, grace_period=self.grace_period, task_path=self.task_path)
 
     def identity(self) -> Identity:
-        return Identity(mode=self.task_identity, username_map=dict(self.username_map), min_uid=self.min_task_uid)
+        mode: Literal["owner", "service"] = "owner" if self.task_identity == "owner" else "service"
+        return Identity(mode=mode, username_map=dict(self.username_map), min_uid=self.min_task_uid)
 
     def data_root(self) -> Path:
         """``data_dir``, made (0711: users reach their own entries, list nobody's)."""

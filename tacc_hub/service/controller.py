@@ -437,6 +437,7 @@ class Controller(RecoveryMixin):
         now = time.time()
         if obs.status in ("running", "unknown") or self._node_failure(task_id, live, obs):
             return
+        reason: str | None
         if live.status == S.CANCELLING:
             to, reason = S.CANCELLED, "cancelled"
         elif obs.status == "exited" and obs.exit_code == 0:

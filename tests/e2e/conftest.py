@@ -38,8 +38,9 @@ def free_port() -> int:
 
 class ServiceProcess:
     def __init__(self, state_dir: Path, *extra: str, port: int | None = None, db_url: str | None = None,
-                 data_dir: Path | None = None) -> None:
+                 data_dir: Path | None = None, run_as: list[str] | None = None) -> None:
         ensure_accounts()
+        self.run_as = list(run_as or [])  # a prefix (setpriv ...) that runs the service and its CLI as another user
         self.state_dir = state_dir
         # tasks run as their owners: their data_dir must be reachable by every account (not under pytest's tmp)
         # (one per state dir, so that a service restarted on the same state finds its tasks' files)
@@ -55,7 +56,7 @@ class ServiceProcess:
         self.state_dir.mkdir(parents=True, exist_ok=True)
         log = (self.state_dir / "service.log").open("ab")
         self.proc = subprocess.Popen(
-            [str(BIN / "tacc-hub"), "serve", f"--port={self.port}", f"--state-dir={self.state_dir}",
+            [*self.run_as, str(BIN / "tacc-hub"), "serve", f"--port={self.port}", f"--state-dir={self.state_dir}",
              f"--TaccHub.data_dir={self.data_dir}", "--TaccHub.poll_interval=0.5", *self.db, *self.extra],
             stdout=log, stderr=subprocess.STDOUT, cwd=self.state_dir, env={**os.environ, "TACC_DB_URL": ""},
         )
@@ -74,7 +75,7 @@ class ServiceProcess:
     def token(self, user: str, admin: bool = False) -> str:
         if user not in self.tokens:
             out = subprocess.run(
-                [str(BIN / "tacc-hub"), "token", user, *(["--admin"] if admin else []),
+                [*self.run_as, str(BIN / "tacc-hub"), "token", user, *(["--admin"] if admin else []),
                  f"--state-dir={self.state_dir}", *self.db],
                 check=True, capture_output=True, text=True, cwd=self.state_dir, env={**os.environ, "TACC_DB_URL": ""},
             )
@@ -144,7 +145,7 @@ def write_task(dir: Path, yaml_text: str, files: dict[str, str] | None = None) -
 
 
 def task_pid(data_dir: Path, task_id: int, timeout: float = 10) -> int:
-    """The pid a test task wrote to ``pid`` in its working directory (``echo $$ > pid``); ``data_dir``: the service's."""
+    """The pid a test task wrote to ``pid`` in its working dir (``echo $$ > pid``); ``data_dir``: the service's."""
     pidfile = data_dir / "tasks" / str(task_id) / "work" / "pid"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
