@@ -447,6 +447,8 @@ def _follow(client: TaccClient, task_id: int, offset: int = 0) -> int:
                 sys.stdout.flush()
             elif event == "end":
                 status = data["status"]
+                if data.get("error"):  # the log was replaced by something the service does not read (a link)
+                    click.echo(f"tcloud: {data['error']}", err=True)
     except ApiClientError as exc:
         _die(exc.message if exc.status == 0 else f"{exc.message} (HTTP {exc.status})", exc.errors)
     click.echo(f"task {task_id} {status}", err=True)
