@@ -7,10 +7,16 @@ servers are tacc tasks (TaccSpawner), and demo users log in with the demo passwo
 Environment (all optional):
   TACC_HUB_PORT       the hub's public port (8000)
   TACC_PORT           the service's own port behind the proxy (8765)
-  TACC_STATE_DIR      tacc's state; the hub keeps its own files in $TACC_STATE_DIR/hub (./.tacc)
-  TACC_DEMO_HOMES     where users' homes live (their TACC_USERDIR; $TACC_STATE_DIR/users links there).
-                      Default: $TACC_STATE_DIR/users, except when the state dir is inside this checkout:
-                      then ${XDG_DATA_HOME:-~/.local/share}/tacc-hub/demo/<checkout>-<state>-<hash>
+  TACC_STATE_DIR      tacc's state (0700, the service's alone); the hub keeps its own files in
+                      $TACC_STATE_DIR/hub (./.tacc)
+  TACC_TASK_IDENTITY  owner: each user's tasks and Jupyter server run as their Unix account (the default
+                      when run as root from a checkout every account can read); service: all of them as
+                      this hub's own account, one person only (the default otherwise, with a warning)
+  TACC_DATA_DIR       the service's data_dir: tasks' folders and users' folders (users/<name>, each one's
+                      TACC_USERDIR and server root). Default: $TACC_STATE_DIR-data, except when that is in
+                      this checkout (or, for owner, out of other accounts' reach): then
+                      /var/lib/tacc-hub/demo/<checkout>-<state>-<hash> (owner) or
+                      ${XDG_DATA_HOME:-~/.local/share}/tacc-hub/demo/<checkout>-<state>-<hash> (service)
   TACC_DEMO_USERS     demo users, comma separated (alice,bob); admins: TACC_DEMO_ADMINS (admin)
   TACC_DEMO_PASSWORD  the demo users' password (unset: any password, as DummyAuthenticator)
   TACC_GPUS           GPU slots of the local executor (4; fake ones where the machine has none)
@@ -28,19 +34,23 @@ import os
 import sys
 from pathlib import Path
 
-from tacc_hub.hub.config import demo_homes, hub_settings
+from tacc_hub.hub.config import demo_data_dir, demo_identity, hub_settings, service_warning
 
 c = get_config()  # type: ignore[name-defined]
 
 here = Path(__file__).resolve().parent
 state_dir = Path(os.environ.get("TACC_STATE_DIR") or here / ".tacc")
+identity, why = demo_identity(here, sys.executable, os.environ)  # scripts/start.sh decided it already
+if identity == "service" and "TACC_TASK_IDENTITY" not in os.environ:
+    print(service_warning(why), file=sys.stderr)
 settings = hub_settings(
     repo=here,
     python=sys.executable,
     hub_port=int(os.environ.get("TACC_HUB_PORT", "8000")),
     service_port=int(os.environ.get("TACC_PORT", "8765")),
     state_dir=state_dir,
-    homes=demo_homes(here, state_dir, os.environ),
+    data_dir=demo_data_dir(here, state_dir, os.environ, identity),
+    task_identity=identity,
     users=os.environ.get("TACC_DEMO_USERS", "alice,bob"),
     admins=os.environ.get("TACC_DEMO_ADMINS", "admin"),
     password=os.environ.get("TACC_DEMO_PASSWORD"),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's set-up on a really fresh machine: a minimal Debian 12 chroot (debootstrap
 # --variant=minbase bookworm, then only git, ca-certificates and python3), with this repository's
-# HEAD cloned into it, and nothing else of this machine but its way to reach the package registries.
+# HEAD cloned into it (/srv/tacc_hub: tasks run as the demo's and the tests' own accounts, which cannot
+# enter /root), and nothing else of this machine but its way to reach the package registries.
 #
 #   scripts/fresh-check.sh               full: the first half, then ./scripts/test.sh in the chroot
 #   scripts/fresh-check.sh --first-half  ./scripts/start.sh in the background, wait for the hub, run
@@ -163,9 +164,11 @@ phase "apt-get install git ca-certificates python3"
 inside 'export DEBIAN_FRONTEND=noninteractive; apt-get update -qq && apt-get install -y -qq git ca-certificates python3 >/dev/null && update-ca-certificates >/dev/null'
 
 phase "clone"
-rm -rf "$DIR/root/tacc_hub"
-git clone -q "$REPO" "$DIR/root/tacc_hub"
-echo "fresh-check: testing $(git -C "$DIR/root/tacc_hub" log --oneline -1)" >&2
+rm -rf "$DIR/srv/tacc_hub"
+mkdir -p "$DIR/srv"
+chmod 755 "$DIR/srv"
+git clone -q "$REPO" "$DIR/srv/tacc_hub"
+echo "fresh-check: testing $(git -C "$DIR/srv/tacc_hub" log --oneline -1)" >&2
 
 # Free ports for the hub (its port, +1 the proxy's API, +81 the hub's API) and the service.
 read -r HUB_PORT SVC_PORT < <(python3 - <<'PY'
@@ -185,7 +188,7 @@ PORTS="export TACC_HUB_PORT=$HUB_PORT TACC_PORT=$SVC_PORT"
 
 # ------------------------------------------------------------------ first half: start, a task, stop
 phase "start.sh (bootstrap, then the hub)"
-inside "cd /root/tacc_hub && $PORTS && { setsid ./scripts/start.sh </dev/null >/root/start.log 2>&1 & echo \$! >/root/start.pid; }"
+inside "cd /srv/tacc_hub && $PORTS && { setsid ./scripts/start.sh </dev/null >/root/start.log 2>&1 & echo \$! >/root/start.pid; }"
 start_pid=$(cat "$DIR/root/start.pid")
 health="import json, urllib.request as u; json.load(u.urlopen('http://127.0.0.1:$HUB_PORT/services/tacc/api/health', timeout=3))"
 ready=0
@@ -200,16 +203,16 @@ if [ "$ready" != 1 ]; then
   tail -40 "$DIR/root/start.log" >&2
   lib_die "the hub did not come up (log: $DIR/root/start.log)"
 fi
-du -sh "$DIR/root/tacc_hub/.venv" 2>/dev/null | sed 's/^/fresh-check: venv size /' >&2
+du -sh "$DIR/srv/tacc_hub/.venv" 2>/dev/null | sed 's/^/fresh-check: venv size /' >&2
 
 phase "tcloud submit examples/ddp -f"
 token=$(sed -n 's/.*TACC_TOKEN=\([^ ]*\).*/\1/p' "$DIR/root/start.log" | head -1)
-inside "cd /root/tacc_hub && export TACC_URL=http://127.0.0.1:$HUB_PORT/services/tacc TACC_TOKEN=$token \
+inside "cd /srv/tacc_hub && export TACC_URL=http://127.0.0.1:$HUB_PORT/services/tacc TACC_TOKEN=$token \
   && .venv/bin/tcloud submit examples/ddp -f" 2>&1 | tee "$DIR/root/ddp.log"
 [ "${PIPESTATUS[0]}" = 0 ] || lib_die "the DDP example did not succeed (log: $DIR/root/ddp.log)"
 
 phase "start.sh stop"
-inside "cd /root/tacc_hub && $PORTS && ./scripts/start.sh stop" 2>&1 | tee "$DIR/root/stop.log"
+inside "cd /srv/tacc_hub && $PORTS && ./scripts/start.sh stop" 2>&1 | tee "$DIR/root/stop.log"
 [ "${PIPESTATUS[0]}" = 0 ] || lib_die "./scripts/start.sh stop failed"
 left=$(chroot_pids)
 if [ -n "$left" ]; then
@@ -221,7 +224,7 @@ fi
 # ------------------------------------------------------------------ second half: the test suite
 if [ "$mode" = full ]; then
   phase "test.sh"
-  inside "cd /root/tacc_hub && ./scripts/test.sh" 2>&1 | tee "$DIR/root/test.log" | tail -40
+  inside "cd /srv/tacc_hub && ./scripts/test.sh" 2>&1 | tee "$DIR/root/test.log" | tail -40
   [ "${PIPESTATUS[0]}" = 0 ] || lib_die "./scripts/test.sh failed in the chroot (log: $DIR/root/test.log)"
 fi
 phase ""

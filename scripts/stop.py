@@ -4,7 +4,10 @@ start.sh records what it started in ``$TACC_STATE_DIR/running.json`` (the hub's 
 ports, the admin name). In order: every user's server is stopped through the hub's API (an admin token
 from ``jupyterhub token``), every active task is cancelled through the service's API (an admin token
 of the service's own) and awaited, then the hub (or the service alone) gets SIGTERM and is awaited;
-it stops its managed services and the proxy. Last, any process still carrying the state directory in
+it stops its managed services and the proxy. Tasks are supervised by root launchers (``tacc-launcher``,
+which outlive the service): a task whose supervisor still runs then (no ``exitcode`` in its control dir
+``<state>/run/<id>/``) is killed through ``tacc-launcher <state>/run kill <id>``, which kills every process
+of the task, and awaited. Last, any process still carrying the state directory or the data directory in
 its command line or environment (a kernel, a task's child) is named, then terminated.
 """
 
@@ -51,9 +54,9 @@ def ancestors() -> set[int]:
     return out
 
 
-def ours(state: Path) -> list[int]:
-    """Live processes whose command line or environment names the state directory (not us, nor our callers)."""
-    key = str(state).encode()
+def ours(*dirs: Path) -> list[int]:
+    """Live processes whose command line or environment names one of ``dirs`` (not us, nor our callers)."""
+    keys = [str(d).encode() for d in dirs]
     skip = ancestors()
     out = []
     for proc in Path("/proc").iterdir():
@@ -65,7 +68,8 @@ def ours(state: Path) -> list[int]:
             continue
         if NONCE.encode() in fields:
             continue
-        if any(key in f and (f.endswith(key) or key + b"/" in f) for f in fields) and alive(int(proc.name)):
+        if any(key in f and (f.endswith(key) or key + b"/" in f) for f in fields for key in keys) \
+                and alive(int(proc.name)):
             out.append(int(proc.name))
     return sorted(out)
 
@@ -127,6 +131,51 @@ def cancel_tasks(url: str, token: str, timeout: float) -> None:
             say(f"tasks still active after {timeout:.0f} s: {[t['id'] for t in active]}")
 
 
+def start_time(pid: int) -> int | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2:].split()
+    return None if fields[0] == "Z" else int(fields[19])
+
+
+def live_supervisors(run_dir: Path) -> dict[int, int]:
+    """{task id: supervisor pid} of the tasks whose root supervisor still runs (no exit status yet)."""
+    out: dict[int, int] = {}
+    if not run_dir.is_dir():
+        return out
+    for ctl in run_dir.iterdir():
+        if not ctl.name.isdigit() or (ctl / "exitcode").exists():
+            continue
+        try:
+            info = json.loads((ctl / "supervisor.json").read_text())
+            pid = int(info["pid"])
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if start_time(pid) is not None and start_time(pid) == info.get("start_time"):
+            out[int(ctl.name)] = pid
+    return out
+
+
+def kill_tasks(run_dir: Path, timeout: float) -> None:
+    """``tacc-launcher RUN_DIR kill ID`` for every task still supervised: all its processes get SIGKILL."""
+    left = live_supervisors(run_dir)
+    for task_id, pid in sorted(left.items()):
+        say(f"task {task_id} still runs (supervisor pid {pid}): killing its processes (tacc-launcher kill)")
+        got = subprocess.run([sys.executable, "-I", "-m", "tacc_hub.launcher", str(run_dir), "kill", str(task_id)],
+                             capture_output=True, text=True, timeout=60, check=False,
+                             env={"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": os.environ.get("LANG", "C.UTF-8")})
+        if got.returncode != 0:
+            say(f"tacc-launcher kill {task_id} failed: {got.stderr.strip()[-300:]}")
+    end = time.monotonic() + timeout
+    while left and time.monotonic() < end:
+        time.sleep(0.2)
+        left = live_supervisors(run_dir)
+    if left:
+        say(f"supervisors still running after {timeout:.0f} s: {sorted(left.values())}")
+
+
 def main() -> int:
     state = Path(os.environ.get("TACC_STATE_DIR") or Path.cwd() / ".tacc").resolve()
     record = state / "running.json"
@@ -154,7 +203,9 @@ def main() -> int:
                 os.kill(pid, signal.SIGKILL)
     else:
         say(f"nothing recorded as running in {state}")
-    left = wait_gone(ours(state), 10)
+    kill_tasks(state / "run", 30)
+    data = Path(run["data_dir"]) if run and run.get("data_dir") else Path(f"{state}-data")
+    left = wait_gone(ours(state, data), 10)
     if left:
         for p in left:
             with contextlib.suppress(OSError):

@@ -3,6 +3,8 @@
 # for the store tests; Slurm, munge and MariaDB for the dev cluster tests; Chromium for the
 # browser tests; bootstrap.sh installs Node.js for the hub's proxy and the Lab panel), then lint,
 # types, and every test. Screenshots land in test-artifacts/. Extra arguments go to pytest.
+# Tasks run as the tests' Unix accounts (created as root): the checkout and its .venv must be readable
+# by other users (a clone under /root, mode 0700, is not: clone under /srv or /opt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/bootstrap.sh
@@ -17,6 +19,11 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmdbd >/dev/null || ! co
 fi
 # Playwright drives Debian's Chromium: no browser download
 [ -x /usr/bin/chromium ] || apt_install "for the browser tests" chromium
+command -v visudo >/dev/null || apt_install "for the deploy tests (visudo checks deploy/sudoers.d)" sudo
+
+echo "== the checkout is usable by other accounts"
+python -m tacc_hub.hub.config check-shared "$PWD" \
+  || { echo "test: error: clone outside /root, e.g. /srv or /opt, and run ./scripts/test.sh from there" >&2; exit 1; }
 
 echo "== ruff";  ruff check .
 echo "== mypy";  mypy

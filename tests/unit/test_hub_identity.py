@@ -44,6 +44,19 @@ def test_hub_settings_run_the_service_under_the_hub(tmp_path: Path):
     assert s["Spawner"]["environment"]["TACC_URL"] == "http://127.0.0.1:8000/services/tacc"
     assert s["JupyterHub"]["cleanup_servers"] is False  # servers (tasks) outlive a hub restart
     assert "DummyAuthenticator" not in s  # no password: DummyAuthenticator's own default
+    # tasks and servers run as their owners by default: no --allow-root for servers that are not root's
+    assert "--TaccHub.task_identity=owner" in svc["command"] and s["TaccSpawner"]["allow_root"] is False
+    assert not any(a.startswith("--TaccHub.data_dir=") for a in svc["command"])  # None: the service's default
+    one = hub_settings(repo=tmp_path, python="/venv/bin/python", hub_port=8000, service_port=8765,
+                       state_dir=tmp_path / "st", users="alice", admins="admin", password=None, executor="local",
+                       spawner="tacc", data_dir=tmp_path / "d", task_identity="service")
+    cmd = one["JupyterHub"]["services"][0]["command"]
+    assert "--TaccHub.task_identity=service" in cmd and f"--TaccHub.data_dir={(tmp_path / 'd').resolve()}" in cmd
+    assert one["TaccSpawner"]["allow_root"] is True  # this test runs as root: servers as root need the flag
+    assert (tmp_path / "d").stat().st_mode & 0o777 == 0o711
+    with pytest.raises(ValueError, match="owner or service"):
+        hub_settings(repo=tmp_path, python="p", hub_port=1, service_port=2, state_dir=tmp_path, users="",
+                     admins="", password=None, executor="local", spawner="tacc", task_identity="root")
     slurm = hub_settings(repo=tmp_path, python="/p/python", hub_port=9000, service_port=9001, state_dir=tmp_path,
                          users="", admins="", password="pw", executor="slurm", spawner="tacc",
                          slurm_conf="/etc/slurm/slurm.conf")
