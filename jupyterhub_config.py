@@ -41,7 +41,7 @@ c = get_config()  # type: ignore[name-defined]
 here = Path(__file__).resolve().parent
 state_dir = Path(os.environ.get("TACC_STATE_DIR") or here / ".tacc")
 identity, why = demo_identity(here, sys.executable, os.environ)  # scripts/start.sh decided it already
-if identity == "service" and "TACC_TASK_IDENTITY" not in os.environ:
+if identity == "service" and not os.environ.get("TACC_TASK_IDENTITY"):
     print(service_warning(why), file=sys.stderr)
 settings = hub_settings(
     repo=here,

@@ -96,8 +96,7 @@ ${TACC_IDENTITY_WARNING:+
 $TACC_IDENTITY_WARNING
 }
 MSG
-  exec tacc-hub serve --port="$port" --TaccHub.task_identity="$TACC_TASK_IDENTITY" \
-    --TaccHub.data_dir="$TACC_DATA_DIR" "$@"
+  exec tacc-hub serve --port="$port" "${identity_flags[@]}" --TaccHub.data_dir="$TACC_DATA_DIR" "$@"
 fi
 
 hub_port="${TACC_HUB_PORT:-8000}"

@@ -135,6 +135,15 @@ def service_warning(reason: str | None, who: str | None = None) -> str:
             "and run ./scripts/start.sh as root.")
 
 
+def identity_flags(task_identity: str, python: str) -> list[str]:
+    """The service's command-line settings for ``task_identity``: 'service' run by an ordinary account starts
+    tacc-launcher itself, as that account (no sudo: there is no one else to become)."""
+    flags = [f"--TaccHub.task_identity={task_identity}"]
+    if task_identity == "service" and os.geteuid() != 0:
+        flags += [f"--TaccHub.launcher_command={a}" for a in (python, "-I", "-m", "tacc_hub.launcher")]
+    return flags
+
+
 def _tag(repo: Path, state: Path) -> str:
     digest = hashlib.sha256(str(state).encode()).hexdigest()[:10]
     return f"{repo.name}-{state.name.lstrip('.')}-{digest}"
@@ -252,7 +261,7 @@ def hub_settings(*, repo: Path, python: str, hub_port: int, service_port: int, s
     public = f"http://127.0.0.1:{hub_port}"
     bin_dir = Path(python).parent
     serve = [str(bin_dir / "tacc-hub"), "serve", f"--port={service_port}", f"--state-dir={state_dir.resolve()}",
-             "--TaccHub.auth=hub", f"--TaccHub.task_identity={task_identity}"]
+             "--TaccHub.auth=hub", *identity_flags(task_identity, python)]
     if data_dir is not None:
         data_dir = data_dir.resolve()
         make_data_dir(data_dir, task_identity)
@@ -338,7 +347,8 @@ def main(argv: list[str] | None = None) -> int:
     """What scripts/start.sh and scripts/test.sh ask (``python -m tacc_hub.hub.config VERB ...``).
 
     ``demo-env REPO STATE_DIR``: shell assignments of the demo's ``TACC_TASK_IDENTITY``, ``TACC_DATA_DIR``
-    and ``TACC_IDENTITY_WARNING`` (empty for 'owner'), decided as jupyterhub_config.py would.
+    and ``TACC_IDENTITY_WARNING`` (empty for 'owner'), decided as jupyterhub_config.py would, and the bash
+    array ``identity_flags`` (the service's settings for that identity, see :func:`identity_flags`).
     ``check-shared REPO``: exit 1, saying why, when other accounts cannot run the checkout's Python.
     """
     import shlex
@@ -351,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
                   "TACC_DATA_DIR": str(demo_data_dir(repo, state, os.environ, identity)),
                   "TACC_IDENTITY_WARNING": service_warning(why) if identity == "service" else ""}
         print("\n".join(f"{k}={shlex.quote(v)}" for k, v in values.items()))
+        print(f"identity_flags=({' '.join(shlex.quote(a) for a in identity_flags(identity, sys.executable))})")
         return 0
     if len(args) == 2 and args[0] == "check-shared":
         problem = shared_problem(Path(args[1]).resolve(), sys.executable)

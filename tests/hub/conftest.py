@@ -2,9 +2,11 @@
 
 One hub is shared by the tests of a session. It is started exactly as the README's command
 starts it (``jupyterhub -f jupyterhub_config.py``), on free ports, with its state in a temporary
-directory and the demo users ``alice``, ``bob`` and ``admin`` (password ``demo``). Tests act as
-users do: they log in through the hub's login form, and make API tokens on the hub with the
-scopes they ask for; there is no back door.
+directory, its data dir (tasks' and users' folders) in one every account can reach, and the demo
+users ``alice``, ``bob`` and ``admin`` (password ``demo``), each with a Unix account of their own: as
+the README's hub run as root, their tasks and servers run as those accounts. Tests act as users
+do: they log in through the hub's login form, and make API tokens on the hub with the scopes they
+ask for; there is no back door.
 """
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ from pathlib import Path
 
 import pytest
 import requests
+
+from tests import accounts
+from tests.accounts import ensure_accounts
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
@@ -47,8 +52,12 @@ def free_hub_ports() -> tuple[int, int]:
 
 
 class HubProcess:
-    def __init__(self, state_dir: Path, config: Path | None = None, **env: str) -> None:
+    def __init__(self, state_dir: Path, config: Path | None = None, data_dir: Path | None = None,
+                 **env: str) -> None:
+        ensure_accounts()
         self.state_dir = state_dir
+        # tasks and servers run as alice and bob: pytest's tmp dirs are root's alone, the data dir must not be
+        self.data_dir = data_dir or accounts.data_dir("tacc-hub-data-")
         self.config = config or ROOT / "jupyterhub_config.py"  # another file may load_subconfig() this one
         self.port, self.service_port = free_hub_ports()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -66,7 +75,8 @@ class HubProcess:
         env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
                "TACC_STATE_DIR": str(self.state_dir), "TACC_HUB_PORT": str(self.port),
                "TACC_PORT": str(self.service_port), "TACC_DEMO_PASSWORD": PASSWORD,
-               "TACC_DEMO_USERS": "alice,bob", "TACC_DEMO_ADMINS": "admin", "TACC_DB_URL": "", **self.env}
+               "TACC_DEMO_USERS": "alice,bob", "TACC_DEMO_ADMINS": "admin", "TACC_DB_URL": "",
+               "TACC_DATA_DIR": str(self.data_dir), **self.env}
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen([str(BIN / "jupyterhub"), "-f", str(self.config)],
                                      stdout=log, stderr=subprocess.STDOUT, cwd=self.state_dir, env=env,
