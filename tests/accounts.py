@@ -17,7 +17,7 @@ from pathlib import Path
 USERS = (
     "alice", "bob", "carol", "dave", "admin", "ann", "sam", "ivan", "u", "a", "b", "h", "h2", "cy", "dee", "dora",
     "erin", "frank", "gina", "grace", "gwen", "magicuser", "mallory", "nbuser", "plainuser", "quinn", "r1", "rita",
-    "same", "tessa", "tim", "uma", *(f"user{i}" for i in range(10)),
+    "same", "tessa", "tim", "uma", "pia", "rosa", *(f"user{i}" for i in range(10)),
 )
 NO_ACCOUNT = "nosuch-tacc-user"
 

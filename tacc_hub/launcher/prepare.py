@@ -79,8 +79,8 @@ def _rm(name: str) -> None:
 
 
 def _git(argv: list[str], env: dict[str, str]) -> None:
-    proc = subprocess.run(argv, env={**env, "GIT_TERMINAL_PROMPT": "0", "GIT_ALLOW_PROTOCOL": "https:http:ssh:git"},
-                          capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False)
+    git_env = {**env, "GIT_TERMINAL_PROMPT": "0", "GIT_ALLOW_PROTOCOL": "https:http:ssh:git:file"}
+    proc = subprocess.run(argv, env=git_env, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False)
     if proc.returncode != 0:
         raise Refused(f"{argv[1]} failed (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()[-1500:]}")
 

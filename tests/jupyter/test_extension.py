@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 from pathlib import Path
 
 from tacc_hub.schema import spec_from_data
 from tacc_hub.snapshot import digest_of
+from tests.accounts import data_dir
 
 from .conftest import git, notebook
 
@@ -202,7 +204,7 @@ def test_repository_reaching_outside_root_is_cut_to_the_root(jp_asyncio_loop, jp
 
 def test_git_code_is_cloned_and_patched_by_the_service(jp_asyncio_loop, jp_fetch, jp_root_dir, tmp_path, tacc_env):
     loop = jp_asyncio_loop
-    remote = tmp_path / "remote.git"
+    remote = data_dir("tacc-remote-") / "remote.git"  # the task (its owner's account) clones it: reachable
     git(tmp_path, "init", "-q", "--bare", str(remote))
     repo = make_repo(jp_root_dir)
     req = {"path": "proj/analysis.ipynb", "packages": False, "code": "git"}
@@ -213,6 +215,8 @@ def test_git_code_is_cloned_and_patched_by_the_service(jp_asyncio_loop, jp_fetch
     assert code == 400 and "push it first" in body["message"]
     git(repo, "push", "-q", "origin", "HEAD:main")
     git(repo, "fetch", "-q", "origin")
+    # the task clones it as its owner (nbuser), and git refuses a local repository another account owns
+    subprocess.run(["chown", "-R", "nbuser:", str(remote)], check=True)
     (repo / "helper.py").write_text("GREETING = 'hello, uncommitted'\n")
     (repo / "extra.py").write_text("# untracked\n")
 
@@ -237,6 +241,7 @@ def test_git_code_is_cloned_and_patched_by_the_service(jp_asyncio_loop, jp_fetch
             await asyncio.sleep(0.1)
         raise AssertionError("task did not end")
 
-    assert loop.run_until_complete(until_done())["status"] == "succeeded"
+    done = loop.run_until_complete(until_done())
+    assert done["status"] == "succeeded", done.get("reason")
     code, logs = call(loop, jp_fetch, "GET", "tasks", tid, "logs")
     assert "hello, changed again from nb" in logs["data"], logs
