@@ -9,6 +9,7 @@ left running (root supervisors included), and the tasks are recorded as cancelle
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import re
@@ -246,3 +247,76 @@ def test_start_sh_service_mode_stops_the_same_way(tmp_path):
             subprocess.run([str(ROOT / "scripts" / "start.sh"), "stop"], env=env, timeout=300, check=False)
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_start_sh_stop_kills_tasks_whose_service_is_gone(tmp_path):
+    """The service dies (SIGKILL: no cancel is possible); its tasks' root supervisors run on. `start.sh stop`
+    kills them through tacc-launcher (kill), and nothing of the task is left."""
+    state = (tmp_path / "state").resolve()
+    hub = HubProcess(state)
+    port, data = hub.service_port, hub.data_dir
+    log = tmp_path / "start.log"
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}", "TACC_STATE_DIR": str(state),
+           "TACC_PORT": str(port), "TACC_DB_URL": "", "TACC_URL": "", "TACC_TOKEN": "", "TACC_NO_BOOTSTRAP": "1",
+           "TACC_DATA_DIR": str(data), "TACC_TASK_IDENTITY": ""}
+    with log.open("wb") as out:
+        proc = subprocess.Popen([str(ROOT / "scripts" / "start.sh"), "--service", "--gpus=2"], stdout=out,
+                                stderr=subprocess.STDOUT, env=env, cwd=tmp_path, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        def up() -> bool:
+            try:
+                return requests.get(url + "/api/health", timeout=2).status_code == 200
+            except requests.RequestException:
+                return proc.poll() is not None
+        _wait("the service", up, 120, log)
+        token = re.search(r"TACC_TOKEN=(\S+)", log.read_text()).group(1)
+        task = tmp_path / "stubborn"
+        task.mkdir()
+        # it ignores SIGTERM, and leaves a child of its own session behind
+        (task / "tacc.yaml").write_text("name: stubborn\ncode: .\nentrypoint:\n  - trap '' TERM\n"
+                                        "  - setsid sleep 600 &\n  - echo $$ > pid\n  - sleep 600\n")
+        sub = subprocess.run([str(BIN / "tcloud"), "submit", str(task), "--json"], capture_output=True, text=True,
+                             env={**env, "TACC_URL": url, "TACC_TOKEN": token, "TACC_CONFIG": "/nonexistent"},
+                             timeout=120)
+        assert sub.returncode == 0, sub.stderr
+        tid = int(re.search(r'"id":\s*(\d+)', sub.stdout).group(1))
+        pidfile = data / "tasks" / str(tid) / "work" / "pid"
+        _wait("the task", lambda: pidfile.exists() and pidfile.read_text().strip(), 60, log)
+        supervisor = int(json.loads((state / "run" / str(tid) / "supervisor.json").read_text())["pid"])
+        tree = [supervisor, *_tree(supervisor)]
+        assert len(tree) >= 3 and all(_alive(p) for p in tree)
+        os.killpg(proc.pid, signal.SIGKILL)  # the service (start.sh exec'd it), and nothing else: a new session
+        proc.wait(10)
+        assert all(_alive(p) for p in tree)  # the task runs on under its root supervisor
+
+        stop = subprocess.run([str(ROOT / "scripts" / "start.sh"), "stop"], capture_output=True, text=True,
+                              env=env, cwd=tmp_path, timeout=300)
+        assert stop.returncode == 0, stop.stderr
+        assert f"task {tid} still runs (supervisor pid {supervisor})" in stop.stderr, stop.stderr
+        assert "left running" not in stop.stderr, stop.stderr  # tacc-launcher kill ended all of it
+        assert [p for p in tree if _alive(p)] == [] and _carrying(state, data) == []
+        assert (state / "run" / str(tid) / "exitcode").exists()
+    finally:
+        if proc.poll() is None or _carrying(state, data):
+            subprocess.run([str(ROOT / "scripts" / "start.sh"), "stop"], env=env, timeout=300, check=False)
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _tree(root: int) -> list[int]:
+    parent: dict[int, int] = {}
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                stat = (proc / "stat").read_text()
+            except OSError:
+                continue
+            parent[int(proc.name)] = int(stat[stat.rfind(")") + 2:].split()[1])
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        kids = [p for p, pp in parent.items() if pp == pid]
+        out += kids
+        todo += kids
+    return out
