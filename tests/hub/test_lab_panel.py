@@ -7,19 +7,26 @@ The hub is the README's (``jupyterhub_config.py``, loaded by a small config file
 users' servers' environment: ``PYTHONPATH`` is this checkout and ``JUPYTER_PATH`` names a directory
 whose ``labextensions/`` links to this checkout's build of the panel, so the code under test (server
 extension and panel) is what runs even where the venv holds another copy; Lab's user settings and
-workspaces live in the hub's state directory (the test switches to the dark theme; the machine's
-own Lab settings are left alone), with the news pop-up off."""
+workspaces live in a directory of the test's, one per user (the test switches to the dark theme; the
+machine's own Lab settings are left alone), with the news pop-up off. Servers run as their users'
+Unix accounts: what they read is readable by every account, what they write (settings, workspaces,
+the notebook's folder in alice's own 0700 folder) is their user's."""
 
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import re
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
+
+from tests import accounts
 
 from .conftest import ARTIFACTS, ROOT, HubProcess, browser_login
 from .lab_layout import outside_panel, set_panel_width, wrapped
@@ -40,22 +47,38 @@ def _notebook() -> str:
     })
 
 
+def _give(path: Path, user: str) -> None:
+    """``path`` and everything under it to ``user`` (what the server writes must be the account's)."""
+    pw = pwd.getpwnam(user)
+    os.chown(path, pw.pw_uid, pw.pw_gid)
+    for top, dirs, files in os.walk(path):
+        for name in dirs + files:
+            os.lchown(os.path.join(top, name), pw.pw_uid, pw.pw_gid)
+
+
 @pytest.fixture(scope="module")
 def lab_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
     state = tmp_path_factory.mktemp("labhub")
-    data = state / "jupyter-data"
+    lab = accounts.data_dir("tacc-lab-")  # the servers (alice, bob) read and write here: not pytest's tmp (root's)
+    lab.chmod(0o755)
+    data = lab / "jupyter-data"
     (data / "labextensions").mkdir(parents=True)
     (data / "labextensions" / "tacc-hub-labextension").symlink_to(ROOT / "tacc_hub" / "labextension")
-    settings = state / "lab-user-settings"
-    news = settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings"
-    news.parent.mkdir(parents=True)
-    news.write_text('{"fetchNews": "false", "checkForUpdates": false}')
+    for user in ("alice", "bob"):  # each server (as its user) writes its own Lab settings and workspaces
+        news = lab / user / "lab-user-settings" / "@jupyterlab" / "apputils-extension" / \
+            "notification.jupyterlab-settings"
+        news.parent.mkdir(parents=True)
+        news.write_text('{"fetchNews": "false", "checkForUpdates": false}')
+        (lab / user / "lab-workspaces").mkdir()
+        _give(lab / user, user)
     server_env = {"PYTHONPATH": str(ROOT), "JUPYTER_PATH": str(data),
-                  "JUPYTER_CONFIG_PATH": str(ROOT / "jupyter-config"), "JUPYTERLAB_SETTINGS_DIR": str(settings),
-                  "JUPYTERLAB_WORKSPACES_DIR": str(state / "lab-workspaces")}
+                  "JUPYTER_CONFIG_PATH": str(ROOT / "jupyter-config")}
+    per_user = {"JUPYTERLAB_SETTINGS_DIR": "lab-user-settings", "JUPYTERLAB_WORKSPACES_DIR": "lab-workspaces"}
     config = state / "jupyterhub_config.py"
     config.write_text(f"load_subconfig({str(ROOT / 'jupyterhub_config.py')!r})\n"
-                      f"c.Spawner.environment = {{**c.Spawner.environment, **{server_env!r}}}\n")
+                      f"c.Spawner.environment = {{**c.Spawner.environment, **{server_env!r}}}\n"
+                      + "".join(f"c.Spawner.environment[{k!r}] = lambda sp: f'{lab}/{{sp.user.name}}/{v}'\n"
+                                for k, v in per_user.items()))
     h = HubProcess(state, config=config).start()
     yield h
     h.stop()
@@ -63,10 +86,12 @@ def lab_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess]:
 
 def test_submit_the_open_notebook_watch_it_run_and_cancel_it(lab_hub: HubProcess, browser):
     hub = lab_hub
-    home = hub.state_dir / "users" / USER  # the server's root: the user's directory of the service's executor
+    home = hub.data_dir / "users" / USER  # the server's root: the user's folder in the service's data dir
     folder = f"labtest-{uuid.uuid4().hex[:8]}"
+    home.mkdir(mode=0o700, exist_ok=True)
     (home / folder).mkdir(parents=True)
     (home / folder / "ticks.ipynb").write_text(_notebook())
+    _give(home, USER)  # as if alice had made it: her tasks and server run as her
 
     page = browser_login(browser, hub, USER, "/hub/spawn")
     streams: list[str] = []
@@ -270,7 +295,7 @@ def test_waiting_tasks_say_why_and_the_panel_fits_its_width(lab_hub: HubProcess,
         page.click("#spawn_form [type=submit]")
         page.wait_for_url(f"**/user/{user}/lab**", timeout=120_000)
         page.wait_for_selector(".jp-SideBar [data-id='tacc-hub-panel']", timeout=60_000)
-        page.wait_for_timeout(1000)  # Lab restores its layout (the workspaces folder is the hub's, shared)
+        page.wait_for_timeout(1000)  # Lab restores its layout (from the user's own workspaces folder)
         if not page.is_visible(".tacc-panel .tacc-header"):  # the side bar's button toggles the panel
             page.click('.jp-SideBar [data-id="tacc-hub-panel"]')
         page.wait_for_selector(".tacc-panel .tacc-header")
