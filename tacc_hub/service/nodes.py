@@ -8,15 +8,22 @@ longer take work is left out of every scheduling pass, and the tasks already run
 their slots and their record; a node that comes back is scheduled on again. When the executor
 cannot answer, the last known list stays. A run ended by a node failure triggers a read at once
 (``recovery``); one read is in flight at a time (``Controller.read_nodes``).
+
+GPUs held by jobs the service did not start (a Slurm partition shared with others: ``Node.foreign``)
+are not free; a task waiting for GPUs says so (``with_foreign_note``: "needs 8 GPUs; 6 free; 2 GPUs
+on n1 are held by jobs outside tacc").
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from tacc_hub.executors import Executor
+from tacc_hub.scheduler.cluster import ClusterState
+from tacc_hub.scheduler.policy import Explanation
 
 if TYPE_CHECKING:
     from .controller import Controller
@@ -50,3 +57,13 @@ async def refresh_loop(ctl: Controller, interval: float) -> None:
     while True:
         await asyncio.sleep(interval)
         await ctl.read_nodes()  # refresh_once, shared with a read after a node failure (see recovery)
+
+
+def with_foreign_note(cluster: ClusterState, explained: dict[int, Explanation]) -> dict[int, Explanation]:
+    """``explained`` with the GPUs jobs outside tacc hold added to the detail of every task waiting for GPUs
+    (``Resources``, ``Topology``); ``explained`` itself when they hold none."""
+    note = cluster.foreign_note()
+    if note is None:
+        return explained
+    return {tid: replace(e, detail=f"{e.detail}; {note}" if e.detail else note)
+            if e.reason in ("Resources", "Topology") else e for tid, e in explained.items()}

@@ -147,6 +147,15 @@ def accounts(slurm_cluster: SlurmCluster) -> dict[str, Account]:
 
 
 @pytest.fixture
+def open_dir() -> Iterator[Path]:
+    """A directory every account can read (tasks run as their owners cannot reach pytest's tmp dir)."""
+    path = Path(tempfile.mkdtemp(prefix="tacc-open-"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
 def shared_root() -> Iterator[Path]:
     root = Path(tempfile.mkdtemp(prefix="tacc-owners-"))  # not pytest's tmp dir: private to root
     root.chmod(0o711)

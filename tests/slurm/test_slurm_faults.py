@@ -65,9 +65,9 @@ def wait_for(what: str, fn, timeout: float = 120.0, every: float = 0.2):  # type
     raise AssertionError(f"timed out waiting for {what}: last {last!r}")
 
 
-def slurm_jobs(state_dir: Path, n: int, timeout: float = 60.0) -> dict[int, list[tuple[str, str, str]]]:
+def slurm_jobs(data_dir: Path, n: int, timeout: float = 60.0) -> dict[int, list[tuple[str, str, str]]]:
     """Task id -> [(job id, final state, nodes)] as accounting has them, once ``n`` jobs have ended there."""
-    tasks_dir = str((state_dir / "tasks").resolve())
+    tasks_dir = str((data_dir / "tasks").resolve())
 
     def read() -> dict[int, list[tuple[str, str, str]]] | None:
         argv = ["sacct", "-a", "-X", "-n", "-P", "-S", "now-3hours", "-o", "JobID,State,NodeList,WorkDir"]
@@ -95,11 +95,12 @@ def job_lines(api: Api, task_id: int) -> list[str]:
     return [line for line in logs["data"].splitlines() if line.startswith(("begin ", "end ", "run-", "done "))]
 
 
-def test_slurmctld_restart_during_runs_loses_and_duplicates_nothing(cluster: SlurmCluster, tmp_path: Path) -> None:
+def test_slurmctld_restart_during_runs_loses_and_duplicates_nothing(cluster: SlurmCluster, tmp_path: Path,
+                                                                    open_dir: Path) -> None:
     svc = ServiceProcess(tmp_path / "svc", *ARGS).start()
     try:
         api = Api(svc.url, svc.token("alice"))
-        gate = tmp_path / "gate"
+        gate = open_dir / "gate"  # the task runs as its owner: not under pytest's private tmp dir
         d = write_task(tmp_path / "t", gated("ctld-restart", 2, gate))
         ids = [submit(svc, "alice", d) for _ in range(5)]  # 4 nodes of 2 GPUs: four run, one waits
 
@@ -118,7 +119,7 @@ def test_slurmctld_restart_during_runs_loses_and_duplicates_nothing(cluster: Slu
 
         finals = {i: api.wait_status(i, ENDED, timeout=180) for i in ids}
         assert all(f["status"] == "succeeded" and f["exit_code"] == 0 for f in finals.values()), finals
-        jobs = slurm_jobs(svc.state_dir, 5)
+        jobs = slurm_jobs(svc.data_dir, 5)
         assert sorted(jobs) == sorted(ids), jobs  # every task ran in Slurm, each as exactly one job
         for i in ids:
             (job_id, state, _), = jobs[i]
@@ -129,12 +130,12 @@ def test_slurmctld_restart_during_runs_loses_and_duplicates_nothing(cluster: Slu
         svc.stop()
 
 
-def test_slurm_unreachable_keeps_runs_and_holds_new_tasks_with_a_reason(cluster: SlurmCluster,
-                                                                        tmp_path: Path) -> None:
+def test_slurm_unreachable_keeps_runs_and_holds_new_tasks_with_a_reason(cluster: SlurmCluster, tmp_path: Path,
+                                                                        open_dir: Path) -> None:
     svc = ServiceProcess(tmp_path / "svc", *ARGS, "--TaccHub.slurm_unreachable_after=3").start()
     try:
         api = Api(svc.url, svc.token("alice"))
-        gate = tmp_path / "gate"
+        gate = open_dir / "gate"  # the task runs as its owner: not under pytest's private tmp dir
         d = write_task(tmp_path / "t", gated("outage", 1, gate))
         running = submit(svc, "alice", d)
         api.wait_status(running, {"running"}, timeout=120)
@@ -163,7 +164,7 @@ def test_slurm_unreachable_keeps_runs_and_holds_new_tasks_with_a_reason(cluster:
         for i in (running, new):
             done = api.wait_status(i, ENDED, timeout=180)
             assert done["status"] == "succeeded" and done["exit_code"] == 0, done
-        jobs = slurm_jobs(svc.state_dir, 2)
+        jobs = slurm_jobs(svc.data_dir, 2)
         assert sorted(jobs) == [running, new] and all(len(js) == 1 for js in jobs.values()), jobs
         for i in (running, new):
             job_id = jobs[i][0][0]
@@ -188,7 +189,7 @@ def test_a_killed_slurmd_requeues_the_task_that_asks_and_fails_the_other(cluster
                                                + body))
         lose = submit(svc, "alice", write_task(tmp_path / "f", "name: fail-me\ncode: .\n" + body))
         for i in (keep, lose):
-            orphans.append(svc.state_dir / "tasks" / str(i) / "checkpoint" / "sleep.pid")
+            orphans.append(svc.data_dir / "tasks" / str(i) / "checkpoint" / "sleep.pid")
             wait_for(f"task {i} to start its first run", lambda i=i: any(
                 line.startswith("run-0") for line in job_lines(api, i)), timeout=120)
         placed = {i: api.call("GET", f"/api/tasks/{i}")[1]["placement"]["nodes"][0]["node"] for i in (keep, lose)}
@@ -208,7 +209,7 @@ def test_a_killed_slurmd_requeues_the_task_that_asks_and_fails_the_other(cluster
         assert done["status"] == "succeeded" and done["exit_code"] == 0, done
         second = done["placement"]["nodes"][0]["node"]
         assert second not in dead, (second, dead)  # the requeued run went to a node that is up
-        jobs = slurm_jobs(svc.state_dir, 3)
+        jobs = slurm_jobs(svc.data_dir, 3)
         assert [s for _, s, _ in jobs[lose]] == ["NODE_FAIL"], jobs
         assert [s for _, s, _ in jobs[keep]] == ["NODE_FAIL", "COMPLETED"], jobs
         (first_job, _, first_node), (second_job, _, second_node) = jobs[keep]

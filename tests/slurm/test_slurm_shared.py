@@ -11,6 +11,7 @@ task leaves behind with ``setsid`` or a double fork is killed when the task ends
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ import pytest
 
 from tacc_hub.executors.identity import Account
 from tacc_hub.scheduler.cluster import ClusterState, NodeSlots, Placement
+from tests.e2e.conftest import Api, ServiceProcess, tcloud, write_task
 from tests.slurm.owners import Owners, sh
 
 pytestmark = pytest.mark.timeout(600)
@@ -88,6 +90,48 @@ async def test_gpus_held_by_jobs_outside_tacc_are_never_placed_on(owners: Owners
         cluster.allocate(2, Placement(nodes=[NodeSlots(node="n1", gpus=[0, 1])]))
     finally:
         sh("scancel", foreign, decoy, check=False)
+
+
+def test_the_service_waits_for_gpus_a_foreign_job_holds_and_says_why(accounts: dict[str, Account],
+                                                                      tmp_path: Path) -> None:
+    svc = ServiceProcess(tmp_path / "svc", "--TaccHub.executor=slurm", "--TaccHub.grace_period=1",
+                         "--TaccHub.node_refresh_interval=0.5").start()
+    foreign = sbatch_as("tacc-bob", "--nodelist=n1", "--gres=gpu:2", "--wrap", "sleep 300")
+    try:
+        wait_running(foreign)
+        deadline = time.monotonic() + 60
+        while True:  # the service's next read of the nodes sees it
+            cluster = json.loads(tcloud(svc, "ivan", "cluster", "--json").stdout)
+            if {n["name"]: n["gpus_free"] for n in cluster["nodes"]}.get("n1") == 0:
+                break
+            assert time.monotonic() < deadline, cluster
+            time.sleep(0.3)
+        d = write_task(tmp_path / "t", "name: all-gpus\ncode: .\nresources: {nodes: 4, gpus_per_node: 2}\n"
+                       "entrypoint:\n  - echo ran on $SLURMD_NODENAME\n")
+        res = tcloud(svc, "ivan", "submit", str(d), "--json")
+        assert res.returncode == 0, res.stderr
+        task_id = json.loads(res.stdout)["id"]
+        api = Api(svc.url, svc.token("ivan"))
+        deadline = time.monotonic() + 30
+        while True:
+            _, task = api.call("GET", f"/api/tasks/{task_id}")
+            queue = task.get("queue") or {}
+            if task["status"] == "pending" and queue.get("reason"):
+                break
+            assert time.monotonic() < deadline, task
+            time.sleep(0.3)
+        assert queue["reason"] == "Resources", task
+        assert "2 GPUs on n1 are held by jobs outside tacc" in queue["detail"], queue
+        time.sleep(2)  # it keeps waiting while the foreign job holds them
+        _, task = api.call("GET", f"/api/tasks/{task_id}")
+        assert task["status"] == "pending", task
+        assert sh("squeue", "-h", "-n", f"tacc-{task_id}", "-o", "%i").stdout.strip() == ""  # nothing submitted
+        sh("scancel", foreign)
+        done = api.wait_status(task_id, {"succeeded", "failed"}, timeout=120)
+        assert done["status"] == "succeeded", done
+    finally:
+        sh("scancel", foreign, check=False)
+        svc.stop()
 
 
 async def test_nothing_a_task_leaves_behind_survives_its_end_or_its_cancel(owners: Owners) -> None:

@@ -180,3 +180,18 @@ def test_an_exit_code_file_that_is_a_link_or_not_the_jobs_is_ignored(tmp_path: P
     assert ex._observe(1, "42", done, 0.0, uid=os.geteuid() + 1) == Observation("exited", exit_code=0)
     (tdir / "exitcode").write_text("99999999999999\n")
     assert ex._observe(1, "42", done, 0.0).exit_code == 255  # nonsense: a failure, not a huge number
+
+
+def test_a_task_waiting_for_gpus_says_which_jobs_outside_tacc_hold_some() -> None:
+    from tacc_hub.scheduler.policy import Explanation
+    from tacc_hub.service.nodes import with_foreign_note
+
+    explained = {1: Explanation("Resources", 1, None, "needs 8 GPUs; 6 free"),
+                 2: Explanation("Topology", 2, None, "6 GPUs are free, but not 4 node(s) x 2 GPUs"),
+                 3: Explanation("Quota", 3, None, "user bob holds 2 of at most 2 GPUs")}
+    cluster = ClusterState([Node("n1", 2), Node("n2", 2)])
+    assert with_foreign_note(cluster, explained) is explained
+    cluster.update_nodes([Node("n1", 2, foreign=2), Node("n2", 2)])
+    out = with_foreign_note(cluster, explained)
+    assert out[1].detail == "needs 8 GPUs; 6 free; 2 GPUs on n1 are held by jobs outside tacc"
+    assert out[2].detail.endswith("; 2 GPUs on n1 are held by jobs outside tacc") and out[3] == explained[3]
