@@ -6,6 +6,7 @@ The accounts ``tacc-alice`` and ``tacc-bob`` come from the ``accounts`` fixture 
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import time
@@ -16,6 +17,8 @@ import pytest
 from tacc_hub.executors import Launch, LaunchError
 from tacc_hub.executors.identity import Account
 from tacc_hub.scheduler.cluster import NodeSlots, Placement
+from tests.e2e.conftest import Api, ServiceProcess, tcloud, write_task
+from tests.slurm.conftest import SlurmCluster
 from tests.slurm.owners import Owners, sacct, sh
 
 pytestmark = pytest.mark.timeout(600)
@@ -128,3 +131,28 @@ async def test_a_group_mapping_to_an_invalid_slurm_name_is_refused(accounts: dic
     with pytest.raises(LaunchError, match="QOS for group 'physics' would be '-physics', not a valid Slurm name"):
         await o.ex.launch(Launch(task_id=2, owner="alice", plan=plan, account=accounts["alice"], group="physics",
                                  placement=Placement(nodes=[NodeSlots(node="n1", gpus=[])])))
+
+
+def test_the_service_never_returns_a_root_only_file_the_job_links_as_its_log(slurm_cluster: SlurmCluster,
+                                                                            open_dir: Path, tmp_path: Path) -> None:
+    secret = open_dir / "secret"
+    secret.write_text("ROOT-SECRET\n")
+    secret.chmod(0o600)
+    svc = ServiceProcess(tmp_path / "svc", "--TaccHub.executor=slurm", "--TaccHub.grace_period=1").start()
+    try:
+        d = write_task(tmp_path / "t", "name: swap-log\ncode: .\nentrypoint:\n  - echo before; id -un\n"
+                       f"  - cd \"$TACC_TASKDIR\" && rm output.log && ln -s {secret} output.log && echo swapped\n")
+        res = tcloud(svc, "alice", "submit", str(d), "--json")
+        assert res.returncode == 0, res.stderr
+        task_id = json.loads(res.stdout)["id"]
+        api = Api(svc.url, svc.token("alice"))
+        done = api.wait_status(task_id, {"succeeded", "failed"}, timeout=120)
+        assert done["status"] == "succeeded", done
+        assert (svc.data_dir / "tasks" / str(task_id) / "output.log").is_symlink()  # the attack took place
+        status, logs = api.call("GET", f"/api/tasks/{task_id}/logs")
+        assert "ROOT-SECRET" not in json.dumps(logs), (status, logs)
+        out = tcloud(svc, "alice", "logs", str(task_id))
+        assert "ROOT-SECRET" not in out.stdout + out.stderr, out
+        assert secret.read_text() == "ROOT-SECRET\n" and secret.stat().st_uid == 0
+    finally:
+        svc.stop()
