@@ -48,10 +48,11 @@ GPUS_PER_NODE=2
 TIMEOUT=${TACC_SLURM_UP_TIMEOUT:-180}
 PACKAGES=(slurm-wlm munge slurmdbd mariadb-server)
 # Process tracking: proctrack/cgroup (the freezer cgroup: every process of a job step, setsid and
-# double-forked ones included, is found and killed when the step ends or is cancelled) wherever
-# a cgroup hierarchy is mounted; proctrack/linuxproc (parent pids: an escaped process lives on)
-# otherwise, or when TACC_SLURM_PROCTRACK=linuxproc.
-if [[ -d /sys/fs/cgroup/freezer || -f /sys/fs/cgroup/cgroup.controllers ]]; then
+# double-forked ones included, is found and killed when the step ends or is cancelled) where
+# cgroup v1's freezer is mounted (measured here); proctrack/linuxproc (parent pids: an escaped
+# process lives on, and holds its step open) otherwise. TACC_SLURM_PROCTRACK=cgroup|linuxproc
+# chooses (cgroup v2 needs a slurmd whose cgroup has its controllers delegated, e.g. by systemd).
+if [[ -d /sys/fs/cgroup/freezer ]]; then
   PROCTRACK=${TACC_SLURM_PROCTRACK:-cgroup}
 else
   PROCTRACK=${TACC_SLURM_PROCTRACK:-linuxproc}

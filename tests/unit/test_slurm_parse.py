@@ -195,3 +195,15 @@ def test_a_task_waiting_for_gpus_says_which_jobs_outside_tacc_hold_some() -> Non
     out = with_foreign_note(cluster, explained)
     assert out[1].detail == "needs 8 GPUs; 6 free; 2 GPUs on n1 are held by jobs outside tacc"
     assert out[2].detail.endswith("; 2 GPUs on n1 are held by jobs outside tacc") and out[3] == explained[3]
+
+
+def test_sbatch_and_scancel_run_as_the_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ex = SlurmExecutor(tmp_path)
+    assert ex._argv("squeue", "-h") == ["squeue", "-h"]  # queries: as the service
+    root = ex._argv("sbatch", "x.sbatch", user="alice")
+    assert root[1:] == ["-u", "alice", "--", "sbatch", "x.sbatch"] and root[0].endswith("runuser"), root
+    monkeypatch.setattr(os, "geteuid", lambda: 4242)  # an unprivileged service: sudo, never asking for a password
+    argv = ex._argv("scancel", "7", user="alice")
+    assert argv[0].endswith("sudo") and argv[1:] == ["-n", "-u", "alice", "--", "scancel", "7"], argv
+    with pytest.raises(RuntimeError, match="not an account name"):
+        ex._argv("scancel", "7", user="-r root")
