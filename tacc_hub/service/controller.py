@@ -617,7 +617,7 @@ class Controller(RecoveryMixin):
         """Why each waiting task waits (see ``scheduler.explain``), at most ``explain_interval`` s old."""
         now = time.time()
         if self._changed and now - self._explained_at >= self.explain_interval:
-            self._explained = self._holders(self.queue.explain(now, self.quotas))
+            self._explained = nodes.with_foreign_note(self.cluster, self._holders(self.queue.explain(now, self.quotas)))
             self._explained_at = now
             self._changed = False
             self._note_over_quota()
