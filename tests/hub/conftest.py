@@ -76,7 +76,7 @@ class HubProcess:
                "TACC_STATE_DIR": str(self.state_dir), "TACC_HUB_PORT": str(self.port),
                "TACC_PORT": str(self.service_port), "TACC_DEMO_PASSWORD": PASSWORD,
                "TACC_DEMO_USERS": "alice,bob", "TACC_DEMO_ADMINS": "admin", "TACC_DB_URL": "",
-               "TACC_DATA_DIR": str(self.data_dir), **self.env}
+               "TACC_DATA_DIR": str(self.data_dir), "TACC_TASK_IDENTITY": "", **self.env}  # "": decided as root
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen([str(BIN / "jupyterhub"), "-f", str(self.config)],
                                      stdout=log, stderr=subprocess.STDOUT, cwd=self.state_dir, env=env,
