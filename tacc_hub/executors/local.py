@@ -45,12 +45,13 @@ KEEP = ("output.log", "checkpoint")  # what a task's next run (after a preemptio
 READY_TIMEOUT_S = 3600.0  # preparing may build an env
 
 
-def default_launcher() -> list[str]:
-    """How the service runs tacc-launcher: itself when root, else through sudo (deploy/sudoers.d/tacc-hub).
+def default_launcher(direct: bool = False) -> list[str]:
+    """How the service runs tacc-launcher: itself when root (or ``direct``: service identity, no one else to
+    become), else through sudo (deploy/sudoers.d/tacc-hub).
 
     Run directly, it starts without ``site`` (``-I -S``: 20 ms instead of 70 with an editable install) and
     finds tacc_hub where this process found it; it imports nothing but the standard library and tacc_hub."""
-    if os.geteuid() == 0:
+    if os.geteuid() == 0 or direct:
         root = str(Path(__file__).resolve().parents[2])
         boot = f"import sys; sys.path.insert(0, {root!r}); from tacc_hub.launcher.cli import main; sys.exit(main())"
         return [sys.executable, "-I", "-S", "-c", boot]
@@ -91,6 +92,27 @@ def base_environ(env_keep: tuple[str, ...], account: Account | None, task_path: 
     return env
 
 
+def write_control(run_dir: Path, task_id: int, spec: dict[str, Any]) -> Path:
+    """``<run_dir>/<id>/`` (0700) with ``spec`` as launch.json (0600) for tacc-launcher, and nothing of a run before."""
+    ctl = run_dir / str(int(task_id))
+    ctl.mkdir(mode=0o700, exist_ok=True)
+    os.chmod(ctl, 0o700)
+    for name in ("exitcode", "notes", "supervisor.json"):
+        with contextlib.suppress(FileNotFoundError):
+            (ctl / name).unlink()
+    tmp = ctl / ".launch.json.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(spec, fh)
+    tmp.replace(ctl / "launch.json")
+    return ctl
+
+
+def launcher_env() -> dict[str, str]:
+    """What tacc-launcher starts with: nothing of the service's environment."""
+    return {"PATH": DEFAULT_TASK_PATH, "LANG": os.environ.get("LANG", "C.UTF-8")}
+
+
 class LocalExecutor(Executor):
     name = "local"
 
@@ -116,7 +138,7 @@ class LocalExecutor(Executor):
         self.run_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.run_dir, 0o700)
         self.identity = identity or Identity()
-        self.launcher = list(launcher) if launcher else default_launcher()
+        self.launcher = list(launcher) if launcher else default_launcher(direct=self.identity.mode == "service")
         self.gpus = gpus
         self.node_name = node_name
         self.grace_period = grace_period
@@ -172,26 +194,12 @@ class LocalExecutor(Executor):
 
     def write_control(self, launch: Launch) -> Path:
         """A fresh ``<run_dir>/<id>/`` holding launch.json (mode 0600), nothing of an earlier run."""
-        ctl = self.control_dir(launch.task_id)
-        ctl.mkdir(mode=0o700, exist_ok=True)
-        os.chmod(ctl, 0o700)
-        for name in ("exitcode", "notes", "supervisor.json"):
-            with contextlib.suppress(FileNotFoundError):
-                (ctl / name).unlink()
-        tmp = ctl / ".launch.json.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            json.dump(self.launch_spec(launch), fh)
-        tmp.replace(ctl / "launch.json")
-        return ctl
-
-    def _launcher_env(self) -> dict[str, str]:
-        return {"PATH": DEFAULT_TASK_PATH, "LANG": os.environ.get("LANG", "C.UTF-8")}
+        return write_control(self.run_dir, launch.task_id, self.launch_spec(launch))
 
     async def _call(self, verb: str, task_id: int) -> tuple[int, str]:
         """Run a short launcher verb (cancel, kill); (exit status, its message)."""
         proc = await asyncio.create_subprocess_exec(
-            *self.launcher, str(self.run_dir), verb, str(int(task_id)), env=self._launcher_env(),
+            *self.launcher, str(self.run_dir), verb, str(int(task_id)), env=launcher_env(),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
         _, err = await proc.communicate()
         return proc.returncode or 0, err.decode(errors="replace").strip()
@@ -202,7 +210,7 @@ class LocalExecutor(Executor):
         try:
             await asyncio.to_thread(self.write_control, launch)
             proc = await asyncio.create_subprocess_exec(
-                *self.launcher, str(self.run_dir), "start", str(int(launch.task_id)), env=self._launcher_env(),
+                *self.launcher, str(self.run_dir), "start", str(int(launch.task_id)), env=launcher_env(),
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
                 start_new_session=True,
             )

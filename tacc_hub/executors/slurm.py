@@ -74,7 +74,7 @@ from typing import Any
 from ..scheduler.cluster import Node
 from .base import REQUEUE_MARK, Executor, Launch, LaunchError, LaunchUnavailable, Observation
 from .identity import ACCOUNT_NAME, Account
-from .local import DEFAULT_ENV_KEEP, free_port
+from .local import DEFAULT_ENV_KEEP, base_environ, default_launcher, free_port, launcher_env, write_control
 from .prepare import owner_dir, prepare_task_dir, task_env
 from .sbatch import BatchJob, mapped_name, prepare_env_argv, render_batch
 from .slurm_files import SMALL, owned_dir, prepare_owned, read_job_file, shared_dir
@@ -132,6 +132,7 @@ class SlurmExecutor(Executor):
             shared_dir(self.root / sub)
         # The service's own marks (a task's "cancelled"): never in a dir the task's account can write.
         self.control = Path(control_dir) if control_dir else self.root / "control"
+        self.launcher = default_launcher()  # for a service that is not root (see _prepare_as_owner)
         self.control.mkdir(mode=0o700, parents=True, exist_ok=True)
         self.account_map = dict(account_map or {})  # tacc group -> sbatch --account ('*': any other; '{group}')
         self.qos_map = dict(qos_map or {})  # tacc group -> sbatch --qos, likewise
@@ -274,6 +275,32 @@ class SlurmExecutor(Executor):
     def _user_dir(self, launch: Launch) -> Path:
         return owner_dir(self.root, launch.account.name if launch.account else launch.owner)
 
+    def _prepare_as_owner(self, launch: Launch, job: BatchJob) -> Path:
+        """A service that is not root hands another account its task dir through ``tacc-launcher prepare``
+        (it lays the dir out as the account, the batch script and env plan included, see tacc_hub.launcher)."""
+        plan, account = launch.plan, launch.account
+        assert account is not None
+        tdir = self.task_dir(launch.task_id)
+        files = {**plan.files, "launch.sh": plan.script, "job.sbatch": job.script}
+        if plan.env.kind != "base":
+            files[ENV_PLAN_FILE] = plan.env.model_dump_json()
+        spec = {
+            "task_id": launch.task_id,
+            "account": {"name": account.name, "uid": account.uid, "gid": account.gid},
+            "task_dir": str(tdir), "user_dir": str(self._user_dir(launch)),
+            "env_dir": None if plan.env.kind == "base" else str(Path(plan.env.path).parent),
+            "keep": ["output.log", "checkpoint"], "files": files, "code": plan.code.model_dump(mode="json"),
+            "workdir": plan.workdir, "env": base_environ(DEFAULT_ENV_KEEP, account, self.task_path),
+            "env_plan": plan.env.model_dump(mode="json"), "build_env": False, "log_copy": "",
+            "grace": self.grace_period,
+        }
+        write_control(self.control, launch.task_id, spec)
+        proc = subprocess.run([*self.launcher, str(self.control), "prepare", str(int(launch.task_id))],
+                              capture_output=True, text=True, env=launcher_env(), timeout=3600, check=False)
+        if proc.returncode != 0:
+            raise LaunchError(proc.stderr.strip().removeprefix("tacc-launcher: ")[-3000:] or "tacc-launcher failed")
+        return tdir
+
     def _prepare(self, launch: Launch, job: BatchJob, uid: int | None, gid: int) -> Path:
         """The task dir of this run, its account's (``slurm_files.prepare_owned``; ``uid`` None: the service's).
         A venv/conda env is built by the job on its first node (see prepare_env), not here."""
@@ -321,7 +348,10 @@ class SlurmExecutor(Executor):
                            account=mapped_name("account", self.account_map, launch.group),
                            qos=mapped_name("QOS", self.qos_map, launch.group))
         try:
-            await asyncio.to_thread(self._prepare, launch, job, None if user is None else uid, gid)
+            if launch.account is not None and os.geteuid() != 0:
+                await asyncio.to_thread(self._prepare_as_owner, launch, job)
+            else:
+                await asyncio.to_thread(self._prepare, launch, job, None if user is None else uid, gid)
         except LaunchError:
             raise
         except (OSError, LookupError) as exc:
