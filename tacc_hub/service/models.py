@@ -79,6 +79,8 @@ class NodeOut(BaseModel):
     gpus: int
     gpus_used: int
     gpus_free: int
+    gpus_foreign: int = Field(0, description="GPUs held by jobs tacc did not submit (a shared Slurm partition): "
+                              "never given to a tacc task.")
     partition: str | None = None
     gpu_type: str | None = None
     tasks: list[int]
