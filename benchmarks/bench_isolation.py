@@ -7,11 +7,11 @@
    tasks in the warm base env). The two services alternate in rounds so that drift hits both.
 2. The attack suite (tests/attack/attacker.py, run inside alice's task against bob's running task,
    exactly as tests/e2e/test_isolation.py does): attempts made / attempts that succeeded (must be 0),
-   each attempt listed. ``--slurm`` adds the same suite on the Slurm dev cluster (TACC_SLURM_DIR, see
-   tests/slurm/conftest.py) when its helper is importable.
+   each attempt listed. ``--slurm`` adds the same suite on the Slurm dev cluster (benchmarks/_slurm.py:
+   $TACC_SLURM_DIR's cluster when it is up, else one brought up and down for the run).
 
 Must run as root (it creates the accounts alice and bob if missing).
-Usage: python benchmarks/bench_isolation.py [--tasks 30] [--rounds 3]
+Usage: python benchmarks/bench_isolation.py [--tasks 30] [--rounds 3] [--slurm]
 """
 
 from __future__ import annotations
@@ -50,15 +50,15 @@ def submit_to_running(svc: Service, n: int) -> list[float]:
     return out
 
 
-def attack_suite() -> dict:
+def attack_suite(*extra: str, supervisors: list[str] | None = None) -> dict:
     sys.path.insert(0, str(REPO))
     from tests.e2e.conftest import ServiceProcess
     from tests.e2e.test_isolation import run_attack_suite
 
     tmp = Path(tempfile.mkdtemp(prefix="tacc-attack-"))
-    svc = ServiceProcess(tmp / "state", "--gpus=2", "--TaccHub.grace_period=2").start()
+    svc = ServiceProcess(tmp / "state", "--TaccHub.grace_period=2", *extra).start()
     try:
-        summary, log = run_attack_suite(svc, tmp)
+        summary, log = run_attack_suite(svc, tmp, supervisors=supervisors, timeout=240)
     finally:
         svc.stop()
     for line in log.splitlines():
@@ -71,6 +71,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--tasks", type=int, default=30, help="samples per identity and round")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--slurm", action="store_true", help="also run the attack suite on the Slurm dev cluster")
     args = ap.parse_args()
 
     header("submit -> running: owner identity vs service identity (local executor)")
@@ -94,10 +95,19 @@ def main() -> int:
     verdict(o50 - s50 <= TARGET_EXTRA, f"owner identity adds {ms(o50 - s50)} <= {ms(TARGET_EXTRA)} at p50")
 
     header("attack suite: from inside alice's task against bob's (local executor)")
-    summary = attack_suite()
+    summary = attack_suite("--gpus=2")
     print(f"local executor: {summary['attempts']} attempts, {len(summary['succeeded'])} succeeded "
           f"{summary['succeeded'] or ''}")
     verdict(not summary["succeeded"], "no attack succeeded")
+    if args.slurm:
+        from _slurm import dev_cluster
+
+        header("attack suite: from inside alice's Slurm job against bob's (Slurm dev cluster)")
+        with dev_cluster():
+            slurm = attack_suite("--TaccHub.executor=slurm", supervisors=["slurmstepd"])
+        print(f"Slurm executor: {slurm['attempts']} attempts, {len(slurm['succeeded'])} succeeded "
+              f"{slurm['succeeded'] or ''}")
+        verdict(not slurm["succeeded"], "no attack succeeded")
     return 0
 
 

@@ -150,7 +150,8 @@ def main() -> int:
     attempt("read the environment of the victim's processes", lambda: environ_any(victim_pids))
     attempt("read the service's environment", lambda: environ_any([t["service_pid"]]))
     attempt("kill the victim's processes", lambda: kill_any(victim_pids, signal.SIGKILL))
-    supervisors = [p for p in procs_of(0) if "tacc_hub.launcher" in cmdline(p) or "tacc-launcher" in cmdline(p)]
+    marks = t.get("supervisor_marks", ["tacc_hub.launcher", "tacc-launcher"])  # Slurm: slurmstepd
+    supervisors = [p for p in procs_of(0) if any(m in cmdline(p) for m in marks)]
     mine = [p for p in ancestors() if p in supervisors]
     attempt("signal the victim's supervisor", lambda: kill_any([p for p in supervisors if p not in mine],
                                                                signal.SIGKILL))

@@ -58,12 +58,15 @@ def attack_results(log: str) -> dict:
     return json.loads(line.removeprefix("ATTACK-SUMMARY "))
 
 
-def run_attack_suite(service: ServiceProcess, tmp_path: Path) -> tuple[dict, str]:
-    """Bob's task runs; alice's task attacks it. Returns (summary, alice's log) after checking bob's task."""
+def run_attack_suite(service: ServiceProcess, tmp_path: Path, *, supervisors: list[str] | None = None,
+                     timeout: float = 120) -> tuple[dict, str]:
+    """Bob's task runs; alice's task attacks it. Returns (summary, alice's log) after checking bob's task.
+
+    ``supervisors``: what the supervisors' command lines hold (default: tacc-launcher; Slurm: slurmstepd)."""
     bob, alice = Api(service.url, service.token("bob")), Api(service.url, service.token("alice"))
     victim = submit(service, "bob", write_task(tmp_path / "victim", VICTIM))
-    bob.wait_status(victim, {"running"})
-    wait_log(bob, victim, "bob-secret-LOG")
+    bob.wait_status(victim, {"running"}, timeout=timeout)
+    wait_log(bob, victim, "bob-secret-LOG", timeout=timeout)
     _, vt = bob.call("GET", f"/api/tasks/{victim}")
     archive = service.state_dir / "code" / f"{vt['spec']['code']['digest']}.tar.gz"
     task_dir = service.data_dir / "tasks" / str(victim)
@@ -74,6 +77,7 @@ def run_attack_suite(service: ServiceProcess, tmp_path: Path) -> tuple[dict, str
         "state_dir": str(service.state_dir), "data_dir": str(service.data_dir),
         "db": str(service.state_dir / "tacc.sqlite"), "cli": str(BIN / "tacc-hub"), "code_archive": str(archive),
         "service_pid": service.proc.pid if service.proc else 0,
+        **({"supervisor_marks": supervisors} if supervisors else {}),
         "victim": {"task_dir": str(task_dir), "user_dir": str(service.data_dir / "users" / "bob"),
                    "control_dir": str(service.state_dir / "run" / str(victim)), "uid": uid("bob")},
     }
@@ -81,7 +85,7 @@ def run_attack_suite(service: ServiceProcess, tmp_path: Path) -> tuple[dict, str
                    {"targets.json": json.dumps(targets)})
     shutil.copy(ATTACKER, d / "attacker.py")
     attacker = submit(service, "alice", d)
-    done = alice.wait_status(attacker, {"succeeded", "failed"}, timeout=120)
+    done = alice.wait_status(attacker, {"succeeded", "failed"}, timeout=timeout)
     _, chunk = alice.call("GET", f"/api/tasks/{attacker}/logs")
     log = chunk["data"]
     assert done["status"] == "succeeded", (done, log)
@@ -89,9 +93,11 @@ def run_attack_suite(service: ServiceProcess, tmp_path: Path) -> tuple[dict, str
     # bob's task ran on untouched, and ends as it decides to
     assert bob.call("GET", f"/api/tasks/{victim}")[1]["status"] == "running"
     (task_dir / "work" / "stop").touch()
-    end = bob.wait_status(victim, {"succeeded", "failed", "lost"})
+    end = bob.wait_status(victim, {"succeeded", "failed", "lost"}, timeout=timeout)
     assert (end["status"], end["exit_code"]) == ("failed", 3), end
-    assert bob.call("GET", f"/api/tasks/{victim}/logs")[1]["data"].split() == ["bob-secret-LOG", "bob-done"]
+    bob_log = bob.call("GET", f"/api/tasks/{victim}/logs")[1]["data"]
+    # exactly what bob's task printed (on Slurm, srun adds its own "srun: error: ... exit code 3" lines)
+    assert [ln for ln in bob_log.splitlines() if not ln.startswith("srun: ")] == ["bob-secret-LOG", "bob-done"]
     assert hashlib.sha256(archive.read_bytes()).hexdigest() == vt["spec"]["code"]["digest"]
     with sqlite3.connect(service.state_dir / "tacc.sqlite") as db:
         assert db.execute("SELECT count(*) FROM api_tokens WHERE admin AND user != 'root'").fetchone() == (0,)
