@@ -33,6 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..launcher.proctree import start_time as proc_start_time
 from ..scheduler.cluster import Node
 from .base import Executor, Launch, LaunchError, Observation
 from .identity import Account, Identity
@@ -56,23 +57,6 @@ def default_launcher(direct: bool = False) -> list[str]:
         boot = f"import sys; sys.path.insert(0, {root!r}); from tacc_hub.launcher.cli import main; sys.exit(main())"
         return [sys.executable, "-I", "-S", "-c", boot]
     return ["sudo", "-n", str(Path(sys.executable).parent / "tacc-launcher")]
-
-
-def proc_start_time(pid: int) -> int | None:
-    """Kernel start time (clock ticks since boot) of a pid, or None if it does not exist."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read().decode(errors="replace")
-    except OSError:
-        return None
-    # The command name may hold spaces and parentheses: split after the last ')'.
-    fields = data[data.rfind(")") + 2:].split()
-    try:
-        if fields[0] == "Z":
-            return None  # a zombie has finished
-        return int(fields[19])
-    except (IndexError, ValueError):
-        return None
 
 
 def free_port() -> int:

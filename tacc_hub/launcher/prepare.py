@@ -58,14 +58,12 @@ def owned_dir(path: str, account: dict[str, Any] | None, mode: int, group: int |
     finally:
         os.close(pfd)
     st = os.fstat(fd)
-    if created and account is not None:
-        os.fchown(fd, account["uid"], account["gid"] if group is None else group)
-    elif st.st_uid != want:
+    if not created and st.st_uid != want:
         os.close(fd)
         raise Refused(f"{path} belongs to uid {st.st_uid}, not to the task's user (uid {want})")
     if created or group is not None:
-        if group is not None and account is not None:
-            os.fchown(fd, account["uid"], group)
+        if account is not None:
+            os.fchown(fd, account["uid"], account["gid"] if group is None else group)
         os.fchmod(fd, mode)
     return fd
 

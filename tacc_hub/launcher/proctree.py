@@ -22,6 +22,21 @@ def become_subreaper() -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) failed")
 
 
+def start_time(pid: int) -> int | None:
+    """Kernel start time (clock ticks since boot) of a pid; None if it does not exist or is a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read()
+    except OSError:
+        return None
+    # The command name may hold spaces and parentheses: split after the last ')'.
+    fields = data[data.rfind(b")") + 2:].split()
+    try:
+        return None if fields[0] == b"Z" else int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
 def _parents() -> dict[int, int]:
     """pid -> ppid of every live (non-zombie) process."""
     out: dict[int, int] = {}

@@ -23,20 +23,10 @@ from typing import Any
 
 from .cli import Refused, read_file
 from .prepare import drop_to
-from .proctree import become_subreaper, descendants, kill_all, reap, signal_tree
+from .proctree import become_subreaper, descendants, kill_all, reap, signal_tree, start_time
 
 WATCHED = {signal.SIGCHLD, signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP, signal.SIGINT}
 LEFTOVER_GRACE_S = 1.0
-
-
-def start_time(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read()
-    except OSError:
-        return None
-    fields = data[data.rfind(b")") + 2:].split()
-    return None if fields[0] == b"Z" else int(fields[19])
 
 
 def _write(ctl: int, name: str, text: str) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import requests
 
+from tacc_hub.launcher.proctree import descendants
 from tests import accounts
 
 from .conftest import HubProcess
@@ -26,24 +27,6 @@ def _ids(pid: int) -> tuple[list[int], Path]:
     with open(f"/proc/{pid}/status") as fh:
         uids = next(line.split()[1:] for line in fh if line.startswith("Uid:"))
     return [int(u) for u in uids], Path(f"/proc/{pid}/cwd").resolve()
-
-
-def _descendants(root: int) -> list[int]:
-    parent: dict[int, int] = {}
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                stat = (proc / "stat").read_text()
-            except OSError:
-                continue
-            parent[int(proc.name)] = int(stat[stat.rfind(")") + 2:].split()[1])
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        kids = [p for p, pp in parent.items() if pp == pid]
-        out += kids
-        todo += kids
-    return out
 
 
 def _cmdline(pid: int) -> str:
@@ -101,7 +84,7 @@ def _check(hub: HubProcess) -> None:
 
     # every process of her server runs as alice, in her folder <data_dir>/users/alice (hers, 0700)
     supervisor = json.loads((hub.state_dir / "run" / str(server_task["id"]) / "supervisor.json").read_text())
-    procs = _descendants(int(supervisor["pid"]))
+    procs = descendants(int(supervisor["pid"]))
     assert procs, "the server task has no process"
     assert all(_ids(p)[0] == [alice_uid] * 4 for p in procs), [(p, _ids(p)[0], _cmdline(p)) for p in procs]
     userdir = (hub.data_dir / "users" / "alice").resolve()

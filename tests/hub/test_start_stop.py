@@ -20,6 +20,7 @@ from pathlib import Path
 
 import requests
 
+from tacc_hub.launcher.proctree import descendants
 from tacc_hub.store import Store, TaskStatus
 from tests import accounts
 
@@ -284,7 +285,7 @@ def test_start_sh_stop_kills_tasks_whose_service_is_gone(tmp_path):
         pidfile = data / "tasks" / str(tid) / "work" / "pid"
         _wait("the task", lambda: pidfile.exists() and pidfile.read_text().strip(), 60, log)
         supervisor = int(json.loads((state / "run" / str(tid) / "supervisor.json").read_text())["pid"])
-        tree = [supervisor, *_tree(supervisor)]
+        tree = [supervisor, *descendants(supervisor)]
         assert len(tree) >= 3 and all(_alive(p) for p in tree)
         os.killpg(proc.pid, signal.SIGKILL)  # the service (start.sh exec'd it), and nothing else: a new session
         proc.wait(10)
@@ -302,21 +303,3 @@ def test_start_sh_stop_kills_tasks_whose_service_is_gone(tmp_path):
             subprocess.run([str(ROOT / "scripts" / "start.sh"), "stop"], env=env, timeout=300, check=False)
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
-
-
-def _tree(root: int) -> list[int]:
-    parent: dict[int, int] = {}
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                stat = (proc / "stat").read_text()
-            except OSError:
-                continue
-            parent[int(proc.name)] = int(stat[stat.rfind(")") + 2:].split()[1])
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        kids = [p for p, pp in parent.items() if pp == pid]
-        out += kids
-        todo += kids
-    return out

@@ -25,6 +25,7 @@ import tempfile
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -82,6 +83,9 @@ def _run_script(cmd: str, state_dir: Path, env: dict[str, str], timeout: float) 
         env=env,
         check=False,
     )
+
+if TYPE_CHECKING:
+    from tests.e2e.conftest import ServiceProcess
 
 
 @pytest.fixture(scope="session")
@@ -169,3 +173,13 @@ async def owners(accounts: dict[str, Account], shared_root: Path) -> AsyncIterat
     yield o
     for task_id, state in o.states.items():
         await o.ex.cancel(task_id, state)
+
+
+@pytest.fixture
+def slurm_service(slurm_cluster: SlurmCluster, tmp_path: Path) -> Iterator[ServiceProcess]:
+    """A real service with the Slurm executor on the dev cluster (its own state; 2 s cancel grace)."""
+    from tests.e2e.conftest import ServiceProcess
+
+    svc = ServiceProcess(tmp_path / "svc", "--TaccHub.executor=slurm", "--TaccHub.grace_period=2").start()
+    yield svc
+    svc.stop()

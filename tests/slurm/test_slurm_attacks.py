@@ -6,23 +6,14 @@ alice's job must fail and bob's job, log, exit status, the code store and the st
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.e2e.conftest import ServiceProcess
 from tests.e2e.test_isolation import run_attack_suite
-from tests.slurm.conftest import SlurmCluster
 
 pytestmark = pytest.mark.timeout(900)
-
-
-@pytest.fixture
-def slurm_service(slurm_cluster: SlurmCluster, tmp_path: Path) -> Iterator[ServiceProcess]:
-    svc = ServiceProcess(tmp_path / "svc", "--TaccHub.executor=slurm", "--TaccHub.grace_period=2").start()
-    yield svc
-    svc.stop()
 
 
 def test_attacks_from_inside_a_slurm_job_all_fail(slurm_service: ServiceProcess, tmp_path: Path) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,13 +13,6 @@ from tests.e2e.conftest import ROOT, Api, ServiceProcess, tcloud, write_task
 from tests.slurm.conftest import SlurmCluster
 
 pytestmark = pytest.mark.timeout(900)
-
-
-@pytest.fixture
-def slurm_service(slurm_cluster: SlurmCluster, tmp_path: Path) -> Iterator[ServiceProcess]:
-    svc = ServiceProcess(tmp_path / "svc", "--TaccHub.executor=slurm", "--TaccHub.grace_period=2").start()
-    yield svc
-    svc.stop()
 
 
 def test_a_task_submitted_with_tcloud_runs_as_a_slurm_job(slurm_service: ServiceProcess, tmp_path: Path) -> None:
