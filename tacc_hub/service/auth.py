@@ -77,7 +77,8 @@ class TokenAuth:
         hit = self._cache.get(key)
         if hit is not None and now - hit[0] < self.ttl:
             return hit[1]
-        who = self.store.lookup_token(key)
+        grant = self.store.lookup_token(key)
+        who = None if grant is None else (grant.user, grant.admin)
         if len(self._cache) > 10000:
             self._cache.clear()
         self._cache[key] = (now, who)

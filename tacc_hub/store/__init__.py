@@ -4,11 +4,12 @@ Only the service imports this package; see :mod:`tacc_hub.store.store` for the i
 """
 
 from .batcher import InsertBatcher
-from .models import api_tokens, memberships, metadata, quotas, tasks
+from .models import api_tokens, code_snapshots, memberships, metadata, quotas, tasks
 from .quotas import DEFAULT_GROUP, DEFAULT_NAME, QuotaError, QuotaRow
 from .records import NewTask, TaskRecord
 from .status import ACTIVE, TERMINAL, TRANSITIONS, IllegalTransition, TaskStatus, can_move, check_move
 from .store import Store, TaskFields, alembic_config
+from .tokens import TokenGrant, TokenInfo
 
 __all__ = [
     "ACTIVE",
@@ -25,10 +26,13 @@ __all__ = [
     "TaskFields",
     "TaskRecord",
     "TaskStatus",
+    "TokenGrant",
+    "TokenInfo",
     "alembic_config",
     "api_tokens",
     "can_move",
     "check_move",
+    "code_snapshots",
     "memberships",
     "metadata",
     "quotas",

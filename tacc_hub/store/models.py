@@ -79,7 +79,22 @@ api_tokens = sa.Table(
     sa.Column("note", sa.String(NOTE_LEN), nullable=True),
     sa.Column("created_at", sa.Double, nullable=False),
     sa.Column("last_used_at", sa.Double, nullable=True),
+    sa.Column("expires_at", sa.Double, nullable=True),  # NULL: never expires
+    sa.Column("revoked_at", sa.Double, nullable=True),  # set by a revoke; the row stays, for the record
 )
+"""API tokens, by the sha256 of the token only. A token is valid while ``revoked_at`` is NULL and
+``expires_at`` is NULL or in the future."""
+
+code_snapshots = sa.Table(
+    "code_snapshots",
+    metadata,
+    sa.Column("digest", sa.String(NAME_LEN), primary_key=True),
+    sa.Column("user", sa.String(NAME_LEN), primary_key=True),
+    sa.Column("size", sa.BigInteger, nullable=False),
+    sa.Column("uploaded_at", sa.Double, nullable=False),
+)
+"""Who uploaded which code snapshot: a snapshot (the archive in the code store, by its sha256)
+belongs to every user who uploaded its bytes; only they may name it in a task or ask about it."""
 
 QUOTA_KINDS: tuple[str, ...] = ("user", "group")
 KIND_LEN = 8

@@ -47,17 +47,15 @@ from sqlalchemy import event
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.pool import StaticPool
 
-from .models import NAME_LEN, NOTE_LEN, api_tokens, tasks
+from .models import tasks
 from .quotas import QuotaStore
 from .records import NewTask, TaskRecord
 from .status import ACTIVE, TaskStatus, check_move
+from .tokens import CodeOwnerStore, TokenStore
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 """Alembic's script directory, shipped inside the package."""
 
-TOKEN_TOUCH_INTERVAL = 60.0
-"""Seconds: ``api_tokens.last_used_at`` is rewritten at most this often per token, so that
-authenticating a request is a read, not a write, almost every time."""
 
 
 class TaskFields(TypedDict, total=False):
@@ -103,10 +101,11 @@ def alembic_config(url: str | None = None) -> Config:
     return cfg
 
 
-class Store(QuotaStore):
+class Store(QuotaStore, TokenStore, CodeOwnerStore):
     """Tasks, API tokens, quotas and memberships in SQLite or PostgreSQL; see the module docstring.
 
-    Quota, membership and usage methods come from :class:`~tacc_hub.store.quotas.QuotaStore`.
+    Quota, membership and usage methods come from :class:`~tacc_hub.store.quotas.QuotaStore`; tokens and
+    snapshot owners from :mod:`~tacc_hub.store.tokens`.
     """
 
     def __init__(self, url: str, *, clock: Callable[[], float] = time.time, echo: bool = False) -> None:
@@ -323,48 +322,6 @@ class Store(QuotaStore):
             for status, n in conn.execute(stmt):
                 out[TaskStatus(status)] = int(n)
         return out
-
-    # -- API tokens --------------------------------------------------------------------
-
-    def add_token(self, user: str, admin: bool, token_hash: str, note: str | None = None) -> int:
-        """Store a token (by its hash only); returns its id. A duplicate hash is an IntegrityError."""
-        if not user or len(user) > NAME_LEN:
-            raise ValueError(f"user: must be 1 to {NAME_LEN} characters")
-        if not token_hash or len(token_hash) > NAME_LEN:
-            raise ValueError(f"token_hash: must be 1 to {NAME_LEN} characters")
-        if note is not None and len(note) > NOTE_LEN:
-            raise ValueError(f"note: longer than {NOTE_LEN} characters")
-        stmt = (
-            sa.insert(api_tokens)
-            .values(user=user, admin=bool(admin), token_hash=token_hash, note=note, created_at=self._clock())
-            .returning(api_tokens.c.id)
-        )
-        with self._engine.begin() as conn:
-            return int(conn.execute(stmt).scalar_one())
-
-    def lookup_token(self, token_hash: str) -> tuple[str, bool] | None:
-        """``(user, admin)`` for a token hash, or ``None``. Records the use (coarsely)."""
-        with self._engine.connect() as conn:
-            row = conn.execute(
-                sa.select(api_tokens.c.user, api_tokens.c.admin, api_tokens.c.last_used_at).where(
-                    api_tokens.c.token_hash == token_hash
-                )
-            ).first()
-        if row is None:
-            return None
-        user, admin, last_used = row
-        now = self._clock()
-        if last_used is None or now - last_used >= TOKEN_TOUCH_INTERVAL:
-            with self._engine.begin() as conn:
-                conn.execute(
-                    sa.update(api_tokens).where(api_tokens.c.token_hash == token_hash).values(last_used_at=now)
-                )
-        return str(user), bool(admin)
-
-    def revoke_tokens(self, user: str) -> int:
-        """Delete every token of ``user``; returns how many there were."""
-        with self._engine.begin() as conn:
-            return conn.execute(sa.delete(api_tokens).where(api_tokens.c.user == user)).rowcount
 
 
 # -- helpers ---------------------------------------------------------------------------

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from tacc_hub.store import Store, api_tokens
-from tacc_hub.store.store import TOKEN_TOUCH_INTERVAL
+from tacc_hub.store import Store, TokenGrant, api_tokens
+from tacc_hub.store.tokens import TOKEN_TOUCH_INTERVAL
 
 
 def _last_used(store: Store, token_hash: str) -> float | None:
@@ -21,20 +21,20 @@ def test_add_lookup_revoke(store: Store):
     a2 = store.add_token("ann", False, "h2")
     store.add_token("root", True, "r1")
     assert a1 != a2
-    assert store.lookup_token("h" * 64) == ("ann", False)
-    assert store.lookup_token("r1") == ("root", True)
+    assert store.lookup_token("h" * 64) == TokenGrant("ann", False, None)
+    assert store.lookup_token("r1") == TokenGrant("root", True, None)
     assert store.lookup_token("nope") is None
     assert store.revoke_tokens("ann") == 2
     assert store.lookup_token("h" * 64) is None and store.lookup_token("h2") is None
     assert store.revoke_tokens("ann") == 0
-    assert store.lookup_token("r1") == ("root", True)
+    assert store.lookup_token("r1") == TokenGrant("root", True, None)
 
 
 def test_duplicate_hash_is_refused(store: Store):
     store.add_token("ann", False, "same")
     with pytest.raises(sa.exc.IntegrityError):
         store.add_token("bob", True, "same")
-    assert store.lookup_token("same") == ("ann", False)
+    assert store.lookup_token("same") == TokenGrant("ann", False, None)
 
 
 def test_lengths_are_checked(store: Store):
