@@ -46,6 +46,7 @@ from .meta import HealthHandler, OpenAPIHandler, WhoAmIHandler
 from .openapi import build_openapi
 from .quotas import GroupsHandler, MyQuotaHandler, QuotaHandler, QuotasHandler, UserGroupHandler
 from .tasks import CancelHandler, OutputsHandler, TaskHandler, TasksHandler
+from .tokens import TOKEN_ROUTES
 from .usage import UsageHandler
 
 if TYPE_CHECKING:
@@ -69,6 +70,7 @@ ROUTES: list[tuple[str, Any]] = [
     (r"/api/admin/groups", GroupsHandler),
     (r"/api/admin/usage", UsageHandler),
     (r"/api/admin/users/(?P<user>[^/]+)/group", UserGroupHandler),
+    *TOKEN_ROUTES,
 ]
 
 

@@ -52,6 +52,7 @@ class ApiHandler(tornado.web.RequestHandler):
 
     openapi: ClassVar[dict[str, dict[str, Any]]] = {}
     public: ClassVar[bool] = False
+    accepts_url_token: ClassVar[bool] = False  # ?token= is read only where a browser cannot send a header (SSE)
     ctx: ServiceContext
     user: str
     admin: bool

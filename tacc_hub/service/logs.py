@@ -86,6 +86,7 @@ class LogsHandler(ApiHandler):
 
 
 class LogStreamHandler(ApiHandler):
+    accepts_url_token = True  # EventSource cannot send an Authorization header
     openapi = {"get": {"summary": "Follow the task's output live (text/event-stream; resumable with Last-Event-ID).",
                        "params": {"offset": "byte offset to start from"}, "response": "text/event-stream"}}
 
