@@ -248,6 +248,8 @@ def read_chunk(task_dir: str | Path, rel: str, uid: int, offset: int, limit: int
     with fh:
         out = bytearray()
         fd = fh.fileno()
+        if offset >= os.fstat(fd).st_size:
+            return b""  # past the end (pread would fail with EINVAL beyond the file system's largest file)
         while len(out) < limit:
             got = os.pread(fd, limit - len(out), offset + len(out))
             if not got:

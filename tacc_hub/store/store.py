@@ -132,6 +132,12 @@ class Store(QuotaStore, TokenStore, CodeOwnerStore):
             cfg.attributes["connection"] = conn
             command.upgrade(cfg, "head")
 
+    def integrity_problems(self) -> list[str]:
+        """Inconsistencies in the store, one line each (empty: consistent); see :mod:`.integrity`."""
+        from .integrity import integrity_problems
+
+        return integrity_problems(self._engine)
+
     def close(self) -> None:
         """Close every pooled connection; the store must not be used afterwards."""
         self._engine.dispose()
