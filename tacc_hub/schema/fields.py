@@ -77,15 +77,48 @@ def _rel_path(value: str) -> str:
 
 RelPath = Annotated[str, AfterValidator(_rel_path)]
 
+# --- numbers ------------------------------------------------------------------------------
+
+_WHOLE_RE = re.compile(r"-?[0-9]{1,18}", re.ASCII)
+
+
+def _not_bool(value: object) -> None:
+    # pydantic's lax mode reads true as 1; YAML's ``yes``/``on`` are booleans too.
+    if isinstance(value, bool):
+        raise ValueError(f"expected a whole number, not {str(value).lower()}")
+
+
+def whole_number(value: object) -> object:
+    """An int, an integral float (4.0) or a string of ASCII digits ("4", "-3"); never a bool.
+
+    Strings stay accepted (command-line overrides and hand-written files give "4"), but only plain
+    ASCII digits: not "\\u0661\\u0666", " 4", "1_000", "4.0" or "+4", which pydantic's lax mode would read.
+    """
+    _not_bool(value)
+    if isinstance(value, str):
+        if not _WHOLE_RE.fullmatch(value):
+            raise ValueError(f"{value[:80]!r} is not a whole number (ASCII digits)")
+        return int(value)
+    return value
+
+
+# An int field of the spec; ``Field(ge=..., le=...)`` beside it bounds it. The JSON schema stays {"type": "integer"}.
+WholeNumber = Annotated[int, BeforeValidator(whole_number)]
+
+# ASCII digits only, everywhere a number is read from text: ``\d`` and ``int()`` also accept
+# Arabic-Indic and other Unicode digits ("\u0661\u0666G" would be 16G), and ``\s`` Unicode spaces.
+_ASCII_SPACE = " \t"
+
 # A unit letter is required before an optional "B"/"iB": "16B" is not 16 MiB.
-_MEM_RE = re.compile(r"(\d{1,12})\s*(?:([KMGT])(?:i?B)?)?", re.IGNORECASE)
+_MEM_RE = re.compile(r"([0-9]{1,12})[ \t]*(?:([KMGT])(?:i?B)?)?", re.IGNORECASE | re.ASCII)
 _MEM_KIB = {"K": 1, "M": 1024, "G": 1024**2, "T": 1024**3}
 
 
 def parse_memory_mib(value: object) -> object:
     """'16G' -> 16384; '512M' -> 512; '1536K' -> 2 (rounded up); a bare number is MiB (sbatch's default)."""
+    _not_bool(value)
     if isinstance(value, str):
-        m = _MEM_RE.fullmatch(value.strip())
+        m = _MEM_RE.fullmatch(value.strip(_ASCII_SPACE))
         if not m:
             raise ValueError(f"{value[:80]!r} is not a memory size such as 512M or 16G")
         kib = int(m.group(1)) * _MEM_KIB[(m.group(2) or "M").upper()]
@@ -93,15 +126,16 @@ def parse_memory_mib(value: object) -> object:
     return value
 
 
-_TIME_RE = re.compile(r"(?:(\d{1,9})-)?(\d{1,9})(?::(\d{1,9}))?(?::(\d{1,9}))?")
-_UNIT_RE = re.compile(r"(\d{1,9})\s*([smhd])")
+_TIME_RE = re.compile(r"(?:([0-9]{1,9})-)?([0-9]{1,9})(?::([0-9]{1,9}))?(?::([0-9]{1,9}))?", re.ASCII)
+_UNIT_RE = re.compile(r"([0-9]{1,9})[ \t]*([smhd])", re.ASCII)
 
 
 def parse_duration_s(value: object) -> object:
     """Slurm time formats ('MM', 'MM:SS', 'HH:MM:SS', 'D-HH[:MM[:SS]]') or '90m', '2h', '1d'."""
+    _not_bool(value)
     if not isinstance(value, str):
         return value
-    text = value.strip()
+    text = value.strip(_ASCII_SPACE)
     u = _UNIT_RE.fullmatch(text)
     if u:
         return int(u.group(1)) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[u.group(2)]

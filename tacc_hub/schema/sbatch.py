@@ -45,9 +45,11 @@ UNSAFE_SBATCH = {
 }
 
 # Matched with fullmatch: "$" would also accept a trailing newline.
-_INT_RE = re.compile(r"\d{1,7}")
-_GRES_RE = re.compile(r"gpu(?::([A-Za-z0-9][A-Za-z0-9._-]{0,63}))?:(\d{1,3})")
+_INT_RE = re.compile(r"[0-9]{1,7}", re.ASCII)
+_GRES_RE = re.compile(r"gpu(?::([A-Za-z0-9][A-Za-z0-9._-]{0,63}))?:([0-9]{1,3})", re.ASCII)
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# Another option written into a value: "nodes=1 --wrap=..." (one entry is one option).
+_SMUGGLED_RE = re.compile(r"(?:^|\s)(--?[A-Za-z][A-Za-z0-9-]*)")
 _WORKDIR_PREFIXES = ("${TACC_WORKDIR}/", "$TACC_WORKDIR/")
 _USERDIR_PREFIXES = ("${TACC_USERDIR}/", "$TACC_USERDIR/")
 _USERLOG_PREFIXES = ("${TACC_SLURM_USERLOG}/", "$TACC_SLURM_USERLOG/")
@@ -257,6 +259,15 @@ def parse_sbatch_located(options: Any) -> tuple[dict[str, Any], dict[str, str]]:
         if handler is None:
             known = ", ".join(sorted(SBATCH_OPTIONS))
             raise SpecError.one(entry, f"unknown sbatch option '{key[:64]}' (known: {known})")
+        smuggled = _SMUGGLED_RE.search(value)
+        if smuggled:
+            opt = smuggled.group(1)
+            why = UNSAFE_SBATCH.get(opt.lstrip("-"))
+            raise SpecError.one(
+                entry,
+                f"the value of '{key}' holds another option, {opt[:64]!r}: give one option per entry"
+                + (f" ('{opt.lstrip('-')[:64]}' is not allowed: {why})" if why else ""),
+            )
         before = dict(acc)
         try:
             handler(acc, key, value)

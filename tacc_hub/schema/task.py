@@ -14,6 +14,10 @@ from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+# The rule for environment.variables lives in envnames; the reserved names stay importable from here.
+from .envnames import RESERVED_ENV_NAMES as RESERVED_ENV_NAMES
+from .envnames import RESERVED_ENV_PREFIXES as RESERVED_ENV_PREFIXES
+from .envnames import user_env_name
 from .fields import (
     DurationS,
     EnvName,
@@ -24,18 +28,11 @@ from .fields import (
     RuntimeName,
     SafeText,
     Sha256,
+    WholeNumber,
     _rel_path,
 )
 
 SCHEMA_VERSION = 1
-
-# Environment variables the system sets for every task; a spec may not set them.
-RESERVED_ENV_PREFIXES = ("TACC_", "SLURM_", "PET_")
-RESERVED_ENV_NAMES = frozenset(
-    {"CUDA_VISIBLE_DEVICES", "PATH", "VIRTUAL_ENV", "HOME", "USER", "LD_PRELOAD", "PYTHONPATH",
-     "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK"}
-)
-
 
 class Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -56,7 +53,7 @@ class SnapshotCode(Model):
 
     kind: Literal["snapshot"] = "snapshot"
     digest: Sha256 = Field(description="sha256 of the snapshot archive.")
-    size: int = Field(0, ge=0, description="Archive size in bytes, as the client measured it.")
+    size: WholeNumber = Field(0, ge=0, description="Archive size in bytes, as the client measured it.")
 
 
 # Matched with fullmatch (a "$" would let a trailing newline through).
@@ -162,25 +159,31 @@ def _pinned(req: str) -> str:
     return text
 
 
-def _not_reserved(key: str) -> str:
-    if key in RESERVED_ENV_NAMES or key.startswith(RESERVED_ENV_PREFIXES):
-        raise ValueError(f"{key} is set by tacc_hub and cannot be overridden")
-    return key
-
-
 # Checked per entry, so that errors name the entry (``environment.requirements[2]``,
 # ``environment.variables.CUDA_VISIBLE_DEVICES``), not the whole list.
 Requirement = Annotated[str, Field(max_length=1024), AfterValidator(_pinned)]
-UserEnvName = Annotated[EnvName, AfterValidator(_not_reserved)]
+UserEnvName = Annotated[EnvName, AfterValidator(user_env_name)]
 
 
 class Environment(Model):
     """Software the task needs: Python, pinned pip packages, conda, variables, modules."""
 
-    python: str | None = Field(None, pattern=r"^3\.\d{1,2}$", description="Python major.minor, e.g. 3.11.")
+    python: str | None = Field(None, pattern=r"^3\.[0-9]{1,2}$", description="Python major.minor, e.g. 3.11.")
     requirements: list[Requirement] = Field(default_factory=list, max_length=2048)
     conda: CondaSpec | None = None
-    variables: dict[UserEnvName, SafeText] = Field(default_factory=dict, max_length=1024)
+    variables: dict[UserEnvName, SafeText] = Field(
+        default_factory=dict, max_length=1024,
+        description="Variables exported before anything of the task runs. Any name [A-Za-z_][A-Za-z0-9_]* "
+                    "except those tacc_hub sets (TACC_*, SLURM_*, PET_*, PATH, HOME, USER, VIRTUAL_ENV, "
+                    "CUDA_VISIBLE_DEVICES, LD_PRELOAD, PYTHONPATH, MASTER_ADDR, MASTER_PORT, WORLD_SIZE, RANK, "
+                    "LOCAL_RANK, NODE_RANK) and those that change how programs start, since tacc_hub's own launch "
+                    "steps run with them: LD_* (LD_LIBRARY_PATH is allowed), DYLD_*, BASH*, ENV, SHELLOPTS, IFS, "
+                    "PS4, PROMPT_COMMAND, CDPATH, GLOBIGNORE, EXECIGNORE, POSIXLY_CORRECT, FUNCNEST, PYTHON* "
+                    "(tuning ones such as PYTHONUNBUFFERED, PYTHONHASHSEED, PYTHONFAULTHANDLER, PYTHONWARNINGS "
+                    "are allowed), GCONV_PATH, GETCONF_DIR, GLIBC_TUNABLES, HOSTALIASES, LOCPATH, NLSPATH, "
+                    "RESOLV_HOST_CONF, LUA_INIT*, LUA_PATH*, LUA_CPATH*. Set those inside a shell entrypoint "
+                    "instead (export X=...; python train.py).",
+    )
     modules: list[ModuleName] = Field(default_factory=list, max_length=256)
 
     @field_validator("variables")
@@ -201,11 +204,11 @@ class Environment(Model):
 class Resources(Model):
     """Compute requested per node; totals are nodes x per-node values."""
 
-    nodes: int = Field(1, ge=1, le=1024)
-    gpus_per_node: int = Field(0, ge=0, le=16)
+    nodes: WholeNumber = Field(1, ge=1, le=1024)
+    gpus_per_node: WholeNumber = Field(0, ge=0, le=16)
     gpu_type: Name | None = None
-    tasks_per_node: int = Field(1, ge=1, le=256, description="Processes per node (ranks).")
-    cpus_per_task: int = Field(1, ge=1, le=512)
+    tasks_per_node: WholeNumber = Field(1, ge=1, le=256, description="Processes per node (ranks).")
+    cpus_per_task: WholeNumber = Field(1, ge=1, le=512)
     memory: MemoryMiB | None = Field(None, description="Memory per node in MiB; accepts 16G, 512M.")
     time_limit: DurationS = Field(3600, description="Wall-clock limit in seconds; accepts 90m, 2h, 1:00:00.")
     partition: Name | None = None
@@ -223,7 +226,7 @@ class Network(Model):
 class QoS(Model):
     qos_class: Literal["interactive", "normal", "low"] = Field("normal", alias="class")
     preemptible: bool = False
-    priority: int = Field(0, ge=-100, le=100, description="Order among the owner's own tasks.")
+    priority: WholeNumber = Field(0, ge=-100, le=100, description="Order among the owner's own tasks.")
     # Left out of the dump (and so of the digest) while False: specs written before it existed
     # keep their digests.
     requeue: bool = Field(

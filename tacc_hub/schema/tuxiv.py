@@ -145,13 +145,37 @@ def _list_of_str(value: Any, field: str) -> list[Any]:
     raise SpecError.one(field, "must be a string or a list of strings")
 
 
-def _env(value: Any) -> dict[str, Any]:
+def _env_value(name: str, value: Any, raw: str | None, field: str) -> str:
+    """A ``job.env`` value as the string the task sees: scalars only.
+
+    Strings as given; booleans and numbers as written in the file (``A: 010`` is "010", ``B: yes`` is
+    "yes"), else as ``str`` (``1`` -> "1", ``true`` -> "true"); null is "" (as Go's yaml, which tcloud
+    uses, reads it into a string). Lists and mappings are refused: they would become "[1, 2]".
+    """
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    if isinstance(value, bool | int | float):
+        if raw is not None:
+            return raw
+        return str(value).lower() if isinstance(value, bool) else str(value)
+    raise SpecError.one(field, f"the value of {name[:80]} must be a string, a number or a boolean, "
+                               f"not a {'list' if isinstance(value, list) else 'mapping'}")
+
+
+def _env(value: Any, raw: Callable[[YamlPath], str | None] = lambda _: None) -> dict[str, Any]:
     if value is None:
         return {}
     if isinstance(value, dict):
-        return {str(k): v if isinstance(v, str) else str(v) for k, v in value.items()}
-    if isinstance(value, list):
         out: dict[str, Any] = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise SpecError.one(f"job.env.{k!s:.80}", "a variable name must be a string (letters, digits, '_')")
+            out[k] = _env_value(k, v, raw(("job", "env", k)), f"job.env.{k}")
+        return out
+    if isinstance(value, list):
+        out = {}
         for i, item in enumerate(value):
             if not isinstance(item, str) or "=" not in item:
                 raise SpecError.one(f"job.env[{i}]", "must be KEY=VALUE")
@@ -215,7 +239,8 @@ def _build(doc: Any, default_name: str, raw: Callable[[YamlPath], str | None]) -
         origin[key] = key
         if key in doc:
             data[key] = doc[key]
-    env: dict[str, Any] = {"variables": _env(job.get("env")), "modules": _list_of_str(job.get("module"), "job.module")}
+    env: dict[str, Any] = {"variables": _env(job.get("env"), raw),
+                           "modules": _list_of_str(job.get("module"), "job.module")}
     if doc.get("environment") is not None:
         env["conda"] = _conda(doc["environment"])
         if not doc["environment"].get("name") and doc["environment"].get("cachedenvname"):
@@ -239,7 +264,7 @@ def _build(doc: Any, default_name: str, raw: Callable[[YamlPath], str | None]) -
 
 # --- errors with their line ------------------------------------------------------------------
 
-_STEP_RE = re.compile(r"\[(\d+)\]|\.?([^.\[]+)")
+_STEP_RE = re.compile(r"\[([0-9]+)\]|\.?([^.\[]+)")
 
 
 def _yaml_path(field: str) -> YamlPath:
