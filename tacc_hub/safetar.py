@@ -6,6 +6,11 @@ fifos, links out of the tree), then uses the ``data`` filter where tarfile has i
 extracts member by member with the same checks done here: every path written is resolved
 (following the links extracted so far) and must stay inside ``dest``; modes lose setuid, setgid,
 sticky and group/other write bits; owners are not restored.
+
+``ArchiveLimits`` (re-exported by ``snapshot``, which checks uploads with it) lives here because
+``safe_extractall`` applies the same caps while extracting: members, unpacked bytes, path depth
+and name length are counted header by header, so a hostile archive stops at the member that
+crosses a cap instead of filling the disk.
 """
 
 from __future__ import annotations
@@ -13,7 +18,45 @@ from __future__ import annotations
 import copy
 import os
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
+
+_MiB = 1024 * 1024
+MAX_SNAPSHOT_BYTES = 256 * _MiB
+NAME_MAX = 255  # bytes in one path component (Linux)
+
+
+@dataclass(frozen=True)
+class ArchiveLimits:
+    """Caps on what one code archive may hold; the defaults fit real code repositories with room to spare.
+
+    The Linux kernel, a large repository, is ~80k files and ~1.3 GB unpacked, ~220 MB as tar.gz
+    (about 6:1); research repos with vendored code are far smaller. So: 256 MiB compressed (the
+    upload cap), 4 GiB unpacked (3x the kernel), 100k members (the kernel fits), 64 path
+    components and 4096-byte names (PATH_MAX), and an unpacked/compressed ratio of at most 200
+    (source compresses 3-10x; a gzip bomb of zeros is ~1000x) checked only above 64 MiB unpacked,
+    so a small archive of very repetitive files is never refused for compressing well.
+    """
+
+    max_bytes: int = MAX_SNAPSHOT_BYTES
+    max_unpacked_bytes: int = 4 * 1024 * _MiB
+    max_members: int = 100_000
+    max_depth: int = 64
+    max_name_bytes: int = 4096
+    max_ratio: int = 200
+    ratio_floor_bytes: int = 64 * _MiB
+
+
+DEFAULT_LIMITS = ArchiveLimits()
+
+
+def human_bytes(n: int) -> str:
+    """``4 GiB``, ``256 MiB``, ``1.5 KiB``: for messages."""
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= size:
+            text = f"{n / size:.1f}".removesuffix(".0")
+            return f"{text} {unit}"
+    return f"{n} bytes"
 
 
 class UnsafeArchiveError(tarfile.TarError):
@@ -24,8 +67,14 @@ def _inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def _check_name(member: tarfile.TarInfo) -> None:
+def _check_name(member: tarfile.TarInfo, limits: ArchiveLimits) -> None:
     name = member.name
+    if len(os.fsencode(name)) > limits.max_name_bytes:
+        raise UnsafeArchiveError(f"archive member {name[:200]!r}... has a name longer than "
+                                 f"{limits.max_name_bytes} bytes")
+    parts = [p for p in name.split("/") if p not in ("", ".")]
+    if len(parts) > limits.max_depth:
+        raise UnsafeArchiveError(f"archive member {name!r} is more than {limits.max_depth} directories deep")
     if not name or name.startswith(("/", "\\")) or os.path.isabs(name):
         raise UnsafeArchiveError(f"archive member {name!r} has an absolute path")
     if ".." in Path(name).parts or ".." in name.split("/"):
@@ -67,13 +116,37 @@ def _sanitized(member: tarfile.TarInfo, root: str) -> tarfile.TarInfo:
     return out
 
 
-def safe_extractall(tar: tarfile.TarFile, dest: str | Path) -> None:
-    """Extract every member of ``tar`` under ``dest``; raise ``tarfile.TarError`` on a hostile one."""
+def _bounded_members(tar: tarfile.TarFile, limits: ArchiveLimits) -> list[tarfile.TarInfo]:
+    """The members, read header by header and checked, stopping at the first that crosses a cap."""
+    members: list[tarfile.TarInfo] = []
+    unpacked = 0
+    for member in tar:  # lazily: headers are read (and data skipped) one member at a time
+        if len(members) >= limits.max_members:
+            raise UnsafeArchiveError(f"archive has more than {limits.max_members} members "
+                                     f"(limit reached at {member.name!r})")
+        _check_name(member, limits)
+        if member.isreg():
+            if member.size < 0:
+                raise UnsafeArchiveError(f"archive member {member.name!r} has a negative size")
+            unpacked += member.size
+            if unpacked > limits.max_unpacked_bytes:
+                raise UnsafeArchiveError(
+                    f"archive unpacks to more than {human_bytes(limits.max_unpacked_bytes)} "
+                    f"(limit {limits.max_unpacked_bytes} bytes, crossed at member {member.name!r})")
+        members.append(member)
+    return members
+
+
+def safe_extractall(tar: tarfile.TarFile, dest: str | Path, limits: ArchiveLimits = DEFAULT_LIMITS) -> None:
+    """Extract every member of ``tar`` under ``dest``; raise ``tarfile.TarError`` on a hostile one.
+
+    Every header is checked (and counted against ``limits``) before anything is written, so an
+    archive over a cap extracts nothing. Hard links inside the tree are allowed here (task
+    outputs may hold them); code snapshots are refused them earlier, by ``snapshot.check_archive``.
+    """
     root = os.path.realpath(dest)
     os.makedirs(root, exist_ok=True)
-    members = tar.getmembers()
-    for member in members:
-        _check_name(member)
+    members = _bounded_members(tar, limits)
     try:
         if hasattr(tarfile, "data_filter"):
             tar.extractall(root, members=members, filter="data")
