@@ -31,6 +31,7 @@ from .fields import (
     WholeNumber,
     _rel_path,
 )
+from .gitpatch import check_patch
 
 SCHEMA_VERSION = 1
 
@@ -76,6 +77,12 @@ class GitCode(Model):
         if v.startswith("-") or not _GIT_URL_RE.fullmatch(v) or "\x00" in v:
             raise ValueError("must be a git URL (https://, ssh://, git://, file:// or user@host:path)")
         return v
+
+    @field_validator("patch")
+    @classmethod
+    def _patch(cls, v: str | None) -> str | None:
+        """Paths that leave the tree are refused here, at submit, not at launch by ``git apply``."""
+        return None if v is None else check_patch(v)
 
 
 Code = Annotated[LocalCode | SnapshotCode | GitCode, Field(discriminator="kind")]
