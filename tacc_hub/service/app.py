@@ -18,6 +18,7 @@ import shutil
 import signal
 import site as pysite
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -37,12 +38,13 @@ from tacc_hub.snapshot import CodeStore
 from tacc_hub.store import Store
 
 from .auth import Authenticator, TokenAuth
-from .base import ServiceContext
+from .base import DEFAULT_LIMITS, ServiceContext
 from .cluster import ClusterHandler
 from .code import CodeHandler
 from .controller import Controller
 from .logs import LogsHandler, LogStreamHandler
 from .meta import HealthHandler, OpenAPIHandler, WhoAmIHandler
+from .offload import HeavyWork
 from .openapi import build_openapi
 from .quotas import GroupsHandler, MyQuotaHandler, QuotaHandler, QuotasHandler, UserGroupHandler
 from .tasks import CancelHandler, OutputsHandler, TaskHandler, TasksHandler
@@ -110,7 +112,7 @@ class _NotFound(HealthHandler):
     async def prepare(self) -> None:
         from .base import ApiError
 
-        raise ApiError(404, f"no such endpoint {self.request.path[:200]!r}")
+        self._refuse_body(ApiError(404, f"no such endpoint {self.request.path[:200]!r}"))
 
 
 SERVICE_COMMANDS = frozenset({"tacc-hub", "tacc-launcher"})  # never on a task's PATH (see TaccHub.task_bin)
@@ -198,7 +200,16 @@ class TaccHub(Application):
     log_poll_interval = Float(0.05, config=True, help="Seconds between checks of a log file for new output while "
                               "streaming it (sets the log latency floor).")
     max_body_bytes = Integer(2 * 1024 * 1024, config=True, help="Largest task spec accepted, in bytes.")
-    max_code_bytes = Integer(256 * 1024 * 1024, config=True, help="Largest code snapshot accepted, in bytes.")
+    max_code_bytes = Integer(256 * 1024 * 1024, config=True, help="Largest code snapshot accepted, in bytes "
+                             "(the compressed archive; a larger upload is refused with 413 from its Content-Length, "
+                             "before any of it is read).")
+    max_code_unpacked_bytes = Integer(4 * 1024**3, config=True, help="Most bytes a code snapshot may unpack to; "
+                                      "checked at upload while the archive is read (a gzip bomb stops there) and "
+                                      "again when a task's code is unpacked.")
+    max_code_members = Integer(100_000, config=True, help="Most files, directories and links in a code snapshot.")
+    heavy_workers = Integer(2, config=True, help="Threads that do CPU-heavy request work off the event loop "
+                            "(archive checks, YAML and large JSON specs); each user may have 2 such requests in "
+                            "flight (more: 429), and 32 may wait in all (more: 503 with Retry-After).")
     datasets = Dict(config=True, help="Shared datasets: name -> path; a task lists names and finds them under "
                     "$TACC_WORKDIR/datasets/<name>. Example: {'imagenet': '/data/imagenet'}.")
     pythons = Dict(config=True, help="Extra interpreters for task envs: 'major.minor' -> path. The service's own "
@@ -432,18 +443,24 @@ class TaccHub(Application):
 
             hub = HubOAuth(cache_max_age=30)
             auth = HubModeAuth(tokens, hub)
+        limits = DEFAULT_LIMITS and replace(DEFAULT_LIMITS, max_bytes=self.max_code_bytes,
+                                            max_unpacked_bytes=self.max_code_unpacked_bytes,
+                                            max_members=self.max_code_members)
         ctx = ServiceContext(store=store, controller=controller, auth=auth, code_store=code_store,
                              max_code_bytes=self.max_code_bytes,
                              max_body_bytes=self.max_body_bytes, log_poll_interval=self.log_poll_interval,
-                             quota_period=self.quota_period, quotas_changed=changed)
+                             quota_period=self.quota_period, quotas_changed=changed,
+                             heavy=HeavyWork(workers=self.heavy_workers), archive_limits=limits)
         return ctx, make_app(ctx, self.base_url, hub=hub, cookie_secret=self.cookie_secret() if hub else None)
 
     async def serve(self) -> None:
         self.check_identity()
         ctx, app = self.build()
         await ctx.controller.start()
+        # Every API handler streams its body and sets its own limit before reading any of it (see base.py);
+        # a body must arrive within 5 minutes, and a connection idle for 75 s between requests is closed.
         server = tornado.httpserver.HTTPServer(app, max_body_size=max(self.max_body_bytes, self.max_code_bytes),
-                                               xheaders=True)
+                                               xheaders=True, idle_connection_timeout=75, body_timeout=300)
         server.listen(self.port, self.ip)
         self.log.info("tacc_hub %s listening on http://%s:%s%s (state in %s)", self.version, self.ip, self.port,
                       self.base_url, self.state_dir)
@@ -455,6 +472,7 @@ class TaccHub(Application):
         await stop.wait()
         self.log.info("stopping; running tasks keep running and are re-adopted at the next start")
         server.stop()
+        ctx.heavy.close()
         await ctx.controller.stop()
         ctx.store.close()
 

@@ -4,27 +4,49 @@ Invariants: every response of the API, errors included, is JSON (except log
 streams and archives); a request without a valid token gets 401 before any
 handler code runs; a task that is not the caller's is answered 404 (as if it
 did not exist) unless the caller is an admin.
+
+Bodies are streamed (``tornado.web.stream_request_body``), so that nothing of a body is read
+before the request is judged: a ``Content-Length`` above the endpoint's limit gets 413, and a
+caller without a valid token 401, from the headers alone, and the connection is then closed
+without reading the body. A chunked body is cut off at the same limit. CPU-heavy work on a body
+(YAML, large JSON, archive checks) runs off the event loop (:mod:`.offload`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, ClassVar
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
 
 import tornado.web
 from pydantic import BaseModel
 
 from tacc_hub.schema import SpecError
 from tacc_hub.snapshot import CodeStore
+
+try:
+    from tacc_hub.snapshot import DEFAULT_LIMITS, ArchiveLimits
+except ImportError:  # TODO(lead): transitional, until snapshot.ArchiveLimits lands
+    DEFAULT_LIMITS = None
+    ArchiveLimits = Any
 from tacc_hub.store import Store, TaskRecord
 
 from .auth import Authenticator, Denied, Identity
 from .controller import Controller
+from .offload import Busy, HeavyWork
+
+T = TypeVar("T")
 
 log = logging.getLogger("tacc_hub.api")
+
+SMALL_BODY_BYTES = 64 * 1024
+"""Largest body of a GET, HEAD or DELETE, and of any request to a public endpoint (they need none)."""
+MAX_ID = 2**62
+"""Largest id (task, token) the API looks up; a larger one is answered 404 without a query (the
+databases hold 64-bit integers: 2**63 would not even be a valid parameter)."""
 
 
 @dataclass
@@ -38,6 +60,12 @@ class ServiceContext:
     log_poll_interval: float
     quota_period: str = "month"  # the accounting period of GPU-hour budgets: day, week or month
     quotas_changed: Callable[[], None] = lambda: None  # called after every quota or membership change
+    heavy: HeavyWork = field(default_factory=HeavyWork)  # CPU-heavy request work, off the event loop
+    archive_limits: ArchiveLimits = DEFAULT_LIMITS  # caps on what an uploaded code snapshot unpacks to
+
+
+def _raise(exc: BaseException, *args: object, **kwargs: object) -> None:
+    raise exc
 
 
 class ApiError(tornado.web.HTTPError):
@@ -47,6 +75,7 @@ class ApiError(tornado.web.HTTPError):
         self.errors = errors or []
 
 
+@tornado.web.stream_request_body
 class ApiHandler(tornado.web.RequestHandler):
     """Base of every API handler. ``openapi`` documents the handler's methods where they are declared."""
 
@@ -60,19 +89,98 @@ class ApiHandler(tornado.web.RequestHandler):
 
     def initialize(self, ctx: ServiceContext) -> None:
         self.ctx = ctx
+        self._chunks: list[bytes] = []
+        self._received = 0
+        self._body: bytes | None = None
+        self._limit = self.body_limit()
+        connection = self.request.connection
+        if hasattr(connection, "set_max_body_size"):
+            connection.set_max_body_size(self._limit)  # a longer body closes the connection, whatever the method
 
     def set_default_headers(self) -> None:
         self.set_header("Content-Type", "application/json; charset=UTF-8")
         self.set_header("Cache-Control", "no-store")
 
+    def body_limit(self) -> int:
+        """Largest body this request may carry, in bytes: ``max_body_bytes`` (task specs, quota changes) for a
+        POST, PUT or PATCH to an endpoint that needs a token; 64 KiB for other methods and public endpoints."""
+        if self.public or self.request.method not in ("POST", "PUT", "PATCH"):
+            return SMALL_BODY_BYTES
+        return self.ctx.max_body_bytes
+
     async def prepare(self) -> None:
+        limit = self._limit
+        try:
+            declared = int(self.request.headers.get("Content-Length", "0").split(",")[0])
+        except ValueError:
+            declared = 0  # tornado answers a non-numeric Content-Length itself, before the body
+        if declared > limit:
+            self._refuse_body(ApiError(413, f"request body of {declared} bytes is larger than the {limit} bytes "
+                                       "this endpoint accepts", [{"field": "body", "message": f"larger than {limit} bytes"}]))
+            return
         if self.public:
             return
         try:
             self.identity = await self.ctx.auth.authenticate(self)
         except Denied as exc:
-            raise ApiError(exc.status, exc.message) from None
+            self._refuse_body(ApiError(exc.status, exc.message))
+            return
         self.user, self.admin = self.identity.user, self.identity.admin
+
+    def _refuse_body(self, exc: ApiError | None = None) -> None:
+        """Answer the request with ``exc`` without using its body (with ``exc=None``: only drop the body).
+
+        Of a large or chunked body nothing more is read: ``exc`` is raised now and the connection closes
+        after the answer. A small body (or none) is read and dropped first, and ``exc`` raised in place of
+        the handler's method, so that the connection stays usable: closing it with unread bytes would
+        reset it, and a keep-alive client would lose its next request.
+        """
+        self._received = -1  # data_received drops whatever arrives
+        headers = self.request.headers
+        try:
+            declared = int(headers.get("Content-Length", "0").split(",")[0])
+        except ValueError:
+            declared = -1
+        small = 0 <= declared <= SMALL_BODY_BYTES and "Transfer-Encoding" not in headers
+        if small:
+            if exc is not None:
+                setattr(self, self.request.method.lower(), functools.partial(_raise, exc))
+            return
+        connection = self.request.connection
+        if hasattr(connection, "set_max_body_size"):
+            connection.set_max_body_size(0)
+        if exc is not None:
+            raise exc
+
+    def data_received(self, chunk: bytes) -> None:
+        if self._received < 0:
+            return
+        self._received += len(chunk)
+        if self._received > self._limit:  # tornado closes the connection too; keep nothing meanwhile
+            self._refuse_body()
+            self._chunks = []
+            return
+        self._chunks.append(chunk)
+
+    @property
+    def body(self) -> bytes:
+        """The request body (read in full before the handler's method runs)."""
+        if self._body is None:
+            self._body = b"".join(self._chunks)
+            self._chunks = []
+        return self._body
+
+    async def offload(self, fn: Callable[..., T], *args: object) -> T:
+        """``fn(*args)`` off the event loop (:class:`~.offload.HeavyWork`); 429/503 with Retry-After when busy."""
+        try:
+            return await self.ctx.heavy.run(self.user, fn, *args)
+        except Busy as exc:
+            self.set_header("Retry-After", str(exc.retry_after))
+            raise ApiError(exc.status, exc.message) from None
+
+    def _request_summary(self) -> str:
+        # tornado's own log lines (warnings, 500s) name the request: the path only, never the query (?token=).
+        return f"{self.request.method} {self.request.path} ({self.request.remote_ip})"
 
     def write_json(self, body: BaseModel | dict[str, Any] | list[Any], status: int = 200) -> None:
         self.set_status(status)
@@ -109,30 +217,31 @@ class ApiHandler(tornado.web.RequestHandler):
             raise ApiError(403, "this endpoint is for admins only")
 
     def body_json(self) -> Any:
+        """The body as JSON (duplicate keys, NaN and deep nesting refused); 400 naming what is wrong."""
         try:
-            return json.loads(self.request.body or b"null")
+            return json.loads(self.body or b"null")  # TODO(lead): jsonsafe.load_json once it lands
         except (ValueError, UnicodeDecodeError) as exc:
             raise ApiError(400, f"request body is not valid JSON: {exc}") from None
 
     def int_arg(self, name: str, default: int, lo: int, hi: int) -> int:
+        """Query parameter ``name`` as an integer in ``lo..hi`` (ASCII digits only), else 400 naming it."""
         raw = self.get_query_argument(name, None)
         if raw is None:
             return default
-        try:
-            value = int(raw)
-        except ValueError:
+        digits = raw[1:] if raw.startswith("-") else raw
+        if not (digits.isascii() and digits.isdigit() and len(digits) <= 20):
             raise ApiError(400, f"query parameter {name} must be a whole number", [
-                {"field": name, "message": "not a whole number"}]) from None
+                {"field": name, "message": "not a whole number"}])
+        value = int(raw)
         if not lo <= value <= hi:
             raise ApiError(400, f"query parameter {name} must be between {lo} and {hi}", [
                 {"field": name, "message": f"out of range {lo}..{hi}"}])
         return value
 
     def visible_task(self, task_id: str) -> TaskRecord:
-        try:
-            tid = int(task_id)
-        except ValueError:
-            raise ApiError(404, f"no task {task_id[:32]!r}") from None
+        tid = int(task_id) if task_id.isascii() and task_id.isdigit() and len(task_id) <= 18 else 0
+        if not 0 < tid <= MAX_ID:
+            raise ApiError(404, f"no task {task_id[:32]!r}")
         rec = self.ctx.store.get(tid)
         if rec is None or (rec.owner != self.user and not self.admin):
             raise ApiError(404, f"no task {tid}")

@@ -1,41 +1,103 @@
-"""Code snapshot upload: PUT the archive at its sha256, HEAD to ask whether it is there."""
+"""Code snapshot upload: PUT the archive at its sha256, HEAD to ask whether you uploaded it.
+
+A snapshot belongs to each user who uploaded its bytes (several may upload the same ones): HEAD
+answers 200 only to them, and only they may name it in a task (anyone else: 404, as for another
+user's task). The body is streamed to a private temporary file while it is hashed, never held
+in memory; the archive is then checked off the event loop (``snapshot.check_archive``: caps on
+unpacked bytes, member count, path depth and compression ratio; no links out of the tree, hard
+links, devices or FIFOs) and refused with 422 naming the member, before anything is stored.
+"""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import re
+import tempfile
 
 from tacc_hub.snapshot import SnapshotError
+
+try:
+    from tacc_hub.snapshot import ArchiveRefused
+except ImportError:  # TODO(lead): transitional
+
+    class ArchiveRefused(SnapshotError):  # type: ignore[no-redef]
+        member: str | None = None
 
 from .base import ApiError, ApiHandler
 from .models import CodeOut
 
-DIGEST_RE = re.compile(r"^[0-9a-f]{64}$")
+DIGEST_RE = re.compile(r"[0-9a-f]{64}")
+_SPOOL_BYTES = 8 * 1024 * 1024  # uploads up to this size stay in memory while they arrive
 
 
 class CodeHandler(ApiHandler):
     openapi = {
-        "put": {"summary": "Upload a code snapshot (deterministic tar.gz) under its sha256.",
+        "put": {"summary": "Upload a code snapshot (deterministic tar.gz) under its sha256. 413 above "
+                           "max_code_bytes; 422 naming the member for an archive that is refused.",
                 "request": "application/gzip", "response": CodeOut, "status": 201},
-        "head": {"summary": "200 if the snapshot is stored, 404 if not."},
+        "head": {"summary": "200 if you uploaded this snapshot, 404 if not (whether or not someone else did)."},
     }
 
+    def body_limit(self) -> int:
+        return self.ctx.max_code_bytes if self.request.method == "PUT" else self.ctx.max_body_bytes
+
+    async def prepare(self) -> None:
+        await super().prepare()
+        self._spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES, dir=self.ctx.code_store.root)
+        self._sha = hashlib.sha256()
+
+    def data_received(self, chunk: bytes) -> None:
+        if self._received < 0:
+            return
+        self._received += len(chunk)
+        if self._received > self._limit:  # a chunked body: tornado closes the connection as well
+            self._refuse_body()
+            return
+        self._sha.update(chunk)
+        self._spool.write(chunk)
+
+    def on_finish(self) -> None:
+        spool = getattr(self, "_spool", None)
+        if spool is not None:
+            spool.close()
+
     def _digest(self, digest: str) -> str:
-        if not DIGEST_RE.match(digest):
-            raise ApiError(400, "the path must end in a sha256 digest (64 lowercase hex digits)")
+        if not DIGEST_RE.fullmatch(digest):
+            raise ApiError(400, "the path must end in a sha256 digest (64 lowercase hex digits)",
+                           [{"field": "digest", "message": "not a sha256 digest"}])
         return digest
 
     def head(self, digest: str) -> None:
-        if not self.ctx.code_store.has(self._digest(digest)):
-            raise ApiError(404, "no such snapshot")
+        digest = self._digest(digest)
+        if not (self.ctx.store.owns_code(digest, self.user) and self.ctx.code_store.has(digest)):
+            raise ApiError(404, "no such snapshot of yours")
         self.finish()
 
-    def put(self, digest: str) -> None:
+    async def put(self, digest: str) -> None:
         digest = self._digest(digest)
-        body = self.request.body
-        if len(body) > self.ctx.max_code_bytes:
-            raise ApiError(413, f"snapshot larger than {self.ctx.max_code_bytes} bytes")
+        if not hmac.compare_digest(self._sha.hexdigest(), digest):
+            raise ApiError(422, "the archive does not match its digest (the sha256 of the body must be the "
+                           "path's digest)", [{"field": "body", "message": "sha256 mismatch"}])
+        self._spool.seek(0)
         try:
-            self.ctx.code_store.put(digest, body)
+            if not hasattr(self.ctx.code_store, "put_file"):  # TODO(lead): transitional
+                summary = await self.offload(_old_put, self.ctx.code_store, digest, self._spool)
+            else:
+                summary = await self.offload(self.ctx.code_store.put_file, digest, self._spool,
+                                             self.ctx.archive_limits)
+        except ArchiveRefused as exc:
+            field = "body" if exc.member is None else f"body[{exc.member[:200]}]"
+            raise ApiError(422, str(exc)[:2000], [{"field": field, "message": str(exc)[:2000]}]) from None
         except SnapshotError as exc:
-            raise ApiError(422, str(exc), [{"field": "body", "message": str(exc)}]) from None
-        self.write_json(CodeOut(digest=digest, size=len(body)), status=201)
+            raise ApiError(422, str(exc)[:2000], [{"field": "body", "message": str(exc)[:2000]}]) from None
+        self.ctx.store.add_code_owner(digest, self.user, self._received)
+        self.write_json(CodeOut(digest=digest, size=self._received, members=summary.members,
+                                unpacked_bytes=summary.unpacked_bytes), status=201)
+
+
+def _old_put(store, digest, fh):  # type: ignore[no-untyped-def]  # TODO(lead): transitional
+    from types import SimpleNamespace
+
+    store.put(digest, fh.read())
+    return SimpleNamespace(members=0, unpacked_bytes=0)

@@ -29,6 +29,7 @@ from .base import ApiError, ApiHandler
 from .models import LogChunkOut
 
 MAX_CHUNK = 1024 * 1024
+MAX_OFFSET = 2**62  # byte offsets beyond any log; past the end of a log reads as nothing yet
 LOG_NAME = "output.log"
 
 
@@ -72,7 +73,7 @@ class LogsHandler(ApiHandler):
 
     def get(self, task_id: str) -> None:
         rec = self.visible_task(task_id)
-        offset = self.int_arg("offset", 0, 0, 2**62)
+        offset = self.int_arg("offset", 0, 0, MAX_OFFSET)
         limit = self.int_arg("limit", 65536, 1, MAX_CHUNK)
         status = self.ctx.controller.status_of(rec.id) or rec.status
         try:
@@ -93,10 +94,14 @@ class LogStreamHandler(ApiHandler):
     async def get(self, task_id: str) -> None:
         rec = self.visible_task(task_id)
         last = self.request.headers.get("Last-Event-ID")
-        try:
-            offset = int(last) if last else self.int_arg("offset", 0, 0, 2**62)
-        except ValueError:
-            raise ApiError(400, "Last-Event-ID must be a byte offset") from None
+        if last:
+            last = last.strip()
+            if not (last.isascii() and last.isdigit() and len(last) <= 19 and int(last) <= MAX_OFFSET):
+                raise ApiError(400, f"Last-Event-ID must be a byte offset from 0 to {MAX_OFFSET}",
+                               [{"field": "Last-Event-ID", "message": "not a byte offset"}])
+            offset = int(last)
+        else:
+            offset = self.int_arg("offset", 0, 0, MAX_OFFSET)
         self.set_header("Content-Type", "text/event-stream")
         self.set_header("X-Accel-Buffering", "no")
         ctl = self.ctx.controller

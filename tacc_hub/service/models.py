@@ -105,7 +105,9 @@ class ClusterOut(BaseModel):
 
 class CodeOut(BaseModel):
     digest: str
-    size: int
+    size: int = Field(description="Bytes uploaded (the compressed archive).")
+    members: int = Field(0, description="Files, directories and links in the archive.")
+    unpacked_bytes: int = Field(0, description="Bytes of the files once unpacked.")
 
 
 class LimitsOut(BaseModel):

@@ -15,6 +15,17 @@ from typing import IO, Any
 from tacc_hub.executors import taskfiles
 from tacc_hub.executors.identity import IdentityError
 from tacc_hub.schema import SpecError, load_tuxiv, load_yaml, spec_from_data
+
+try:
+    from tacc_hub.schema.jsonsafe import load_json
+except ImportError:  # TODO(lead): transitional, until schema/jsonsafe.py lands
+    import json as _json
+
+    def load_json(data: bytes | str, what: str) -> Any:
+        try:
+            return _json.loads(data)
+        except ValueError as exc:
+            raise SpecError([("", f"{what} is not valid JSON: {exc}")]) from None
 from tacc_hub.store import TaskRecord, TaskStatus
 
 from .base import ApiError, ApiHandler
@@ -24,6 +35,15 @@ from .models import DryRunOut, TaskListOut, TaskOut
 log = logging.getLogger("tacc_hub.api")
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
+INLINE_JSON_BYTES = 64 * 1024  # JSON specs up to this size are parsed on the event loop (tens of microseconds)
+
+
+def parse_spec(body: bytes, fmt: str, ctype: str) -> Any:
+    """A TaskSpec from a request body (tuxiv.conf text, YAML or JSON); ``SpecError`` naming the field."""
+    if fmt == "tuxiv":  # from the text, so that errors name their line
+        return load_tuxiv(body, "request body")
+    doc = load_yaml(body, "request body") if ctype in YAML_TYPES else load_json(body or b"null", "request body")
+    return spec_from_data(doc)
 
 
 def task_out(ctl: Controller, rec: TaskRecord, *, full: bool = False, explain: bool = True) -> dict[str, Any]:
@@ -87,26 +107,31 @@ class TasksHandler(ApiHandler):
         next_before = recs[-1].id if len(recs) == limit and recs else None
         self.write_json({"tasks": tasks, "total": total, "next_before": next_before})
 
-    def _spec(self) -> Any:
-        if len(self.request.body) > self.ctx.max_body_bytes:
-            raise ApiError(413, f"task spec larger than {self.ctx.max_body_bytes} bytes")
+    async def _spec(self) -> Any:
+        """The body as a TaskSpec; large or YAML bodies are parsed off the event loop (see :mod:`.offload`)."""
         ctype = self.request.headers.get("Content-Type", "application/json").split(";")[0].strip().lower()
         fmt = self.get_query_argument("format", "tacc")
+        if fmt not in ("tacc", "tuxiv"):
+            raise ApiError(400, "format must be tacc or tuxiv", [{"field": "format", "message": "tacc or tuxiv"}])
+        if fmt == "tacc" and ctype not in (*YAML_TYPES, "application/json", ""):
+            raise ApiError(415, f"unsupported Content-Type {ctype[:64]!r}; send application/json or application/yaml",
+                           [{"field": "Content-Type", "message": "application/json or application/yaml"}])
+        body = self.body
+        inline = len(body) <= INLINE_JSON_BYTES and fmt == "tacc" and ctype not in YAML_TYPES
         try:
-            if fmt == "tuxiv":  # from the text, so that errors name their line
-                return load_tuxiv(self.request.body, "request body")
-            if ctype in YAML_TYPES:
-                doc = load_yaml(self.request.body, "request body")
-            elif ctype in ("application/json", ""):
-                doc = self.body_json()
-            else:
-                raise ApiError(415, f"unsupported Content-Type {ctype[:64]!r}; "
-                               "send application/json or application/yaml")
-            if fmt != "tacc":
-                raise ApiError(400, "format must be tacc or tuxiv")
-            return spec_from_data(doc)
+            if inline:
+                return parse_spec(body, fmt, ctype)
+            return await self.offload(parse_spec, body, fmt, ctype)
         except SpecError as exc:
             raise self.spec_error(exc) from None
+
+    def _check_code(self, spec: Any) -> None:
+        """A snapshot must be one the caller uploaded (someone else's, or none: 404, as for another's task)."""
+        code = spec.code
+        if code.kind == "snapshot" and not self.ctx.store.owns_code(code.digest, self.user):
+            message = (f"no code snapshot {code.digest} uploaded by you: upload it first "
+                       f"(PUT /api/code/{code.digest}; tcloud submit does this)")
+            raise ApiError(404, message, [{"field": "code.digest", "message": message}])
 
     def _check_account(self, spec: Any) -> None:
         """``account`` (sbatch --account) must name the caller's own group, which the pure loader cannot know."""
@@ -126,9 +151,10 @@ class TasksHandler(ApiHandler):
             raise ApiError(403, str(exc), [{"field": "owner", "message": str(exc)}]) from None
 
     async def post(self) -> None:
-        spec = self._spec()
+        spec = await self._spec()
         self._check_account(spec)
         self._check_identity()
+        self._check_code(spec)
         ctl = self.ctx.controller
         try:
             if self.get_query_argument("dry_run", "0") in ("1", "true"):
