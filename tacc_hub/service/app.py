@@ -34,11 +34,11 @@ from tacc_hub.executors import Executor, LocalExecutor, SlurmExecutor
 from tacc_hub.executors.identity import Identity
 from tacc_hub.scheduler import native
 from tacc_hub.scheduler.policies import POLICIES, make
-from tacc_hub.snapshot import CodeStore
+from tacc_hub.snapshot import DEFAULT_LIMITS, CodeStore
 from tacc_hub.store import Store
 
 from .auth import Authenticator, TokenAuth
-from .base import DEFAULT_LIMITS, ServiceContext
+from .base import ServiceContext
 from .cluster import ClusterHandler
 from .code import CodeHandler
 from .controller import Controller
@@ -443,9 +443,8 @@ class TaccHub(Application):
 
             hub = HubOAuth(cache_max_age=30)
             auth = HubModeAuth(tokens, hub)
-        limits = DEFAULT_LIMITS and replace(DEFAULT_LIMITS, max_bytes=self.max_code_bytes,
-                                            max_unpacked_bytes=self.max_code_unpacked_bytes,
-                                            max_members=self.max_code_members)
+        limits = replace(DEFAULT_LIMITS, max_bytes=self.max_code_bytes,
+                         max_unpacked_bytes=self.max_code_unpacked_bytes, max_members=self.max_code_members)
         ctx = ServiceContext(store=store, controller=controller, auth=auth, code_store=code_store,
                              max_code_bytes=self.max_code_bytes,
                              max_body_bytes=self.max_body_bytes, log_poll_interval=self.log_poll_interval,

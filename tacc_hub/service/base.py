@@ -23,15 +23,11 @@ from typing import Any, ClassVar, TypeVar
 
 import tornado.web
 from pydantic import BaseModel
+from tornado.http1connection import HTTP1Connection
 
 from tacc_hub.schema import SpecError
-from tacc_hub.snapshot import CodeStore
-
-try:
-    from tacc_hub.snapshot import DEFAULT_LIMITS, ArchiveLimits
-except ImportError:  # TODO(lead): transitional, until snapshot.ArchiveLimits lands
-    DEFAULT_LIMITS = None
-    ArchiveLimits = Any
+from tacc_hub.schema.jsonsafe import load_json
+from tacc_hub.snapshot import DEFAULT_LIMITS, ArchiveLimits, CodeStore
 from tacc_hub.store import Store, TaskRecord
 
 from .auth import Authenticator, Denied, Identity
@@ -93,9 +89,7 @@ class ApiHandler(tornado.web.RequestHandler):
         self._received = 0
         self._body: bytes | None = None
         self._limit = self.body_limit()
-        connection = self.request.connection
-        if hasattr(connection, "set_max_body_size"):
-            connection.set_max_body_size(self._limit)  # a longer body closes the connection, whatever the method
+        self._set_max_body(self._limit)  # a longer body closes the connection, whatever the method
 
     def set_default_headers(self) -> None:
         self.set_header("Content-Type", "application/json; charset=UTF-8")
@@ -115,8 +109,8 @@ class ApiHandler(tornado.web.RequestHandler):
         except ValueError:
             declared = 0  # tornado answers a non-numeric Content-Length itself, before the body
         if declared > limit:
-            self._refuse_body(ApiError(413, f"request body of {declared} bytes is larger than the {limit} bytes "
-                                       "this endpoint accepts", [{"field": "body", "message": f"larger than {limit} bytes"}]))
+            message = f"request body of {declared} bytes is larger than the {limit} bytes this endpoint accepts"
+            self._refuse_body(ApiError(413, message, [{"field": "body", "message": f"larger than {limit} bytes"}]))
             return
         if self.public:
             return
@@ -146,11 +140,14 @@ class ApiHandler(tornado.web.RequestHandler):
             if exc is not None:
                 setattr(self, self.request.method.lower(), functools.partial(_raise, exc))
             return
-        connection = self.request.connection
-        if hasattr(connection, "set_max_body_size"):
-            connection.set_max_body_size(0)
+        self._set_max_body(0)
         if exc is not None:
             raise exc
+
+    def _set_max_body(self, size: int) -> None:
+        connection = self.request.connection
+        if isinstance(connection, HTTP1Connection):
+            connection.set_max_body_size(size)
 
     def data_received(self, chunk: bytes) -> None:
         if self._received < 0:
@@ -219,9 +216,9 @@ class ApiHandler(tornado.web.RequestHandler):
     def body_json(self) -> Any:
         """The body as JSON (duplicate keys, NaN and deep nesting refused); 400 naming what is wrong."""
         try:
-            return json.loads(self.body or b"null")  # TODO(lead): jsonsafe.load_json once it lands
-        except (ValueError, UnicodeDecodeError) as exc:
-            raise ApiError(400, f"request body is not valid JSON: {exc}") from None
+            return load_json(self.body or b"null", "request body")
+        except SpecError as exc:
+            raise ApiError(400, str(exc)[:2000], exc.as_json()) from None
 
     def int_arg(self, name: str, default: int, lo: int, hi: int) -> int:
         """Query parameter ``name`` as an integer in ``lo..hi`` (ASCII digits only), else 400 naming it."""

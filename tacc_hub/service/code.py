@@ -2,10 +2,11 @@
 
 A snapshot belongs to each user who uploaded its bytes (several may upload the same ones): HEAD
 answers 200 only to them, and only they may name it in a task (anyone else: 404, as for another
-user's task). The body is streamed to a private temporary file while it is hashed, never held
-in memory; the archive is then checked off the event loop (``snapshot.check_archive``: caps on
-unpacked bytes, member count, path depth and compression ratio; no links out of the tree, hard
-links, devices or FIFOs) and refused with 422 naming the member, before anything is stored.
+user's task). The body is streamed to a private temporary file in the code store while it is
+hashed, never held in memory; the archive is then checked in a worker process
+(``snapshot.check_archive``: caps on unpacked bytes, member count, path depth and compression
+ratio; no links out of the tree, hard links, devices or FIFOs) and refused with 422 naming the
+member, before anything is stored.
 """
 
 from __future__ import annotations
@@ -15,20 +16,11 @@ import hmac
 import re
 import tempfile
 
-from tacc_hub.snapshot import SnapshotError
-
-try:
-    from tacc_hub.snapshot import ArchiveRefused
-except ImportError:  # TODO(lead): transitional
-
-    class ArchiveRefused(SnapshotError):  # type: ignore[no-redef]
-        member: str | None = None
-
 from .base import ApiError, ApiHandler
+from .heavyjobs import Refused, store_code_job
 from .models import CodeOut
 
 DIGEST_RE = re.compile(r"[0-9a-f]{64}")
-_SPOOL_BYTES = 8 * 1024 * 1024  # uploads up to this size stay in memory while they arrive
 
 
 class CodeHandler(ApiHandler):
@@ -44,8 +36,9 @@ class CodeHandler(ApiHandler):
 
     async def prepare(self) -> None:
         await super().prepare()
-        self._spool = tempfile.SpooledTemporaryFile(max_size=_SPOOL_BYTES, dir=self.ctx.code_store.root)
-        self._sha = hashlib.sha256()
+        if self.request.method == "PUT" and self._received >= 0:
+            self._spool = tempfile.NamedTemporaryFile(dir=self.ctx.code_store.root, prefix=".upload-")  # 0600
+            self._sha = hashlib.sha256()
 
     def data_received(self, chunk: bytes) -> None:
         if self._received < 0:
@@ -79,25 +72,14 @@ class CodeHandler(ApiHandler):
         if not hmac.compare_digest(self._sha.hexdigest(), digest):
             raise ApiError(422, "the archive does not match its digest (the sha256 of the body must be the "
                            "path's digest)", [{"field": "body", "message": "sha256 mismatch"}])
-        self._spool.seek(0)
-        try:
-            if not hasattr(self.ctx.code_store, "put_file"):  # TODO(lead): transitional
-                summary = await self.offload(_old_put, self.ctx.code_store, digest, self._spool)
-            else:
-                summary = await self.offload(self.ctx.code_store.put_file, digest, self._spool,
-                                             self.ctx.archive_limits)
-        except ArchiveRefused as exc:
-            field = "body" if exc.member is None else f"body[{exc.member[:200]}]"
-            raise ApiError(422, str(exc)[:2000], [{"field": field, "message": str(exc)[:2000]}]) from None
-        except SnapshotError as exc:
-            raise ApiError(422, str(exc)[:2000], [{"field": "body", "message": str(exc)[:2000]}]) from None
+        self._spool.flush()
+        out = await self.offload(store_code_job, str(self.ctx.code_store.root), digest, self._spool.name,
+                                 self.ctx.archive_limits)
+        if isinstance(out, Refused):
+            field = "body" if out.member is None else f"body[{out.member[:200]}]"
+            raise ApiError(422, out.message[:2000], [{"field": field, "message": out.message[:2000]}])
+        summary = out
         self.ctx.store.add_code_owner(digest, self.user, self._received)
         self.write_json(CodeOut(digest=digest, size=self._received, members=summary.members,
                                 unpacked_bytes=summary.unpacked_bytes), status=201)
 
-
-def _old_put(store, digest, fh):  # type: ignore[no-untyped-def]  # TODO(lead): transitional
-    from types import SimpleNamespace
-
-    store.put(digest, fh.read())
-    return SimpleNamespace(members=0, unpacked_bytes=0)

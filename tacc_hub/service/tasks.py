@@ -14,36 +14,17 @@ from typing import IO, Any
 
 from tacc_hub.executors import taskfiles
 from tacc_hub.executors.identity import IdentityError
-from tacc_hub.schema import SpecError, load_tuxiv, load_yaml, spec_from_data
-
-try:
-    from tacc_hub.schema.jsonsafe import load_json
-except ImportError:  # TODO(lead): transitional, until schema/jsonsafe.py lands
-    import json as _json
-
-    def load_json(data: bytes | str, what: str) -> Any:
-        try:
-            return _json.loads(data)
-        except ValueError as exc:
-            raise SpecError([("", f"{what} is not valid JSON: {exc}")]) from None
+from tacc_hub.schema import SpecError
 from tacc_hub.store import TaskRecord, TaskStatus
 
 from .base import ApiError, ApiHandler
 from .controller import Conflict, Controller
+from .heavyjobs import YAML_TYPES, Refused, parse_spec, parse_spec_job
 from .models import DryRunOut, TaskListOut, TaskOut
 
 log = logging.getLogger("tacc_hub.api")
 
-YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 INLINE_JSON_BYTES = 64 * 1024  # JSON specs up to this size are parsed on the event loop (tens of microseconds)
-
-
-def parse_spec(body: bytes, fmt: str, ctype: str) -> Any:
-    """A TaskSpec from a request body (tuxiv.conf text, YAML or JSON); ``SpecError`` naming the field."""
-    if fmt == "tuxiv":  # from the text, so that errors name their line
-        return load_tuxiv(body, "request body")
-    doc = load_yaml(body, "request body") if ctype in YAML_TYPES else load_json(body or b"null", "request body")
-    return spec_from_data(doc)
 
 
 def task_out(ctl: Controller, rec: TaskRecord, *, full: bool = False, explain: bool = True) -> dict[str, Any]:
@@ -117,13 +98,15 @@ class TasksHandler(ApiHandler):
             raise ApiError(415, f"unsupported Content-Type {ctype[:64]!r}; send application/json or application/yaml",
                            [{"field": "Content-Type", "message": "application/json or application/yaml"}])
         body = self.body
-        inline = len(body) <= INLINE_JSON_BYTES and fmt == "tacc" and ctype not in YAML_TYPES
         try:
-            if inline:
+            if len(body) <= INLINE_JSON_BYTES and fmt == "tacc" and ctype not in YAML_TYPES:
                 return parse_spec(body, fmt, ctype)
-            return await self.offload(parse_spec, body, fmt, ctype)
         except SpecError as exc:
             raise self.spec_error(exc) from None
+        out = await self.offload(parse_spec_job, body, fmt, ctype)
+        if isinstance(out, Refused):
+            raise self.spec_error(SpecError(list(out.errors))) from None
+        return out
 
     def _check_code(self, spec: Any) -> None:
         """A snapshot must be one the caller uploaded (someone else's, or none: 404, as for another's task)."""
