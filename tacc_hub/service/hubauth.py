@@ -9,6 +9,10 @@ Invariants:
   ``custom:tacc:admin`` (everything). A hub admin holding either scope is one of our admins. A
   caller the hub knows but whose token carries neither scope gets 403, never 401.
 - The hub's answer is trusted only over the hub API URL the hub gave us (``JUPYTERHUB_API_URL``).
+- A token in the URL (``?token=``) is read only where the handler accepts it (the log stream), by
+  :func:`~tacc_hub.service.auth.request_token`; the hub client is never let read one itself (its
+  ``allow_token_in_url`` is turned off, and so is its exception for ``Sec-Fetch-Mode: websocket``,
+  a header any script can send).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 import tornado.web
 from jupyterhub.services.auth import HubOAuth
 
-from .auth import Denied, Identity, TokenAuth, request_token
+from .auth import Denied, Identity, TokenAuth, refused_message, request_token, url_token_ignored
 from .scopes import ADMIN_SCOPE, TASKS_SCOPE
 
 
@@ -40,8 +44,17 @@ class HubModeAuth:
     def __init__(self, tokens: TokenAuth, hub_auth: HubOAuth | None = None) -> None:
         self.tokens = tokens
         self.hub_auth = hub_auth or HubOAuth(cache_max_age=30)
+        self.hub_auth.allow_token_in_url = False
+        # HubAuth reads ?token= for any request saying Sec-Fetch-Mode: websocket; our URL tokens come
+        # from request_token only (this instance attribute shadows the method).
+        self.hub_auth._get_token_url = _no_url_token
+
+    def tokens_changed(self) -> None:
+        """One of our tokens was revoked in this process: forget the cached lookups."""
+        self.tokens.tokens_changed()
 
     async def authenticate(self, handler: tornado.web.RequestHandler) -> Identity:
+        ignored = url_token_ignored(handler)  # before request_token cuts it out of the URI
         token = request_token(handler)
         if token:
             who = self.tokens.identify(token)
@@ -58,6 +71,10 @@ class HubModeAuth:
             raise Denied(403, "a change made with the hub's login cookie must carry the X-XSRFToken header "
                               "(the _xsrf cookie's value); scripts should send a token instead")
         if model is None:
-            raise Denied(401, "log in through the hub (open this service from the hub's Services menu) "
-                              "or send a token: Authorization: token TOKEN")
+            raise Denied(401, refused_message(ignored, "log in through the hub (open this service from the hub's "
+                                                       "Services menu) or send a token: Authorization: token TOKEN"))
         return identity_of(model, "hub-cookie")
+
+
+def _no_url_token(handler: tornado.web.RequestHandler) -> str:
+    return ""
