@@ -48,8 +48,9 @@ UNSAFE_SBATCH = {
 _INT_RE = re.compile(r"[0-9]{1,7}", re.ASCII)
 _GRES_RE = re.compile(r"gpu(?::([A-Za-z0-9][A-Za-z0-9._-]{0,63}))?:([0-9]{1,3})", re.ASCII)
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-# Another option written into a value: "nodes=1 --wrap=..." (one entry is one option).
-_SMUGGLED_RE = re.compile(r"(?:^|\s)(--?[A-Za-z][A-Za-z0-9-]*)")
+# Another option written into a value: "nodes=1 --wrap=...", "nodes=1\x00--wrap", "nodes=1;--wrap" (one entry
+# is one option): -X or --X after a space or control character, --X after any other separator.
+_SMUGGLED_RE = re.compile(r"(?:^|[\s\x00-\x1f])(--?[A-Za-z][A-Za-z0-9-]*)|[^A-Za-z0-9-](--[A-Za-z][A-Za-z0-9-]*)")
 _WORKDIR_PREFIXES = ("${TACC_WORKDIR}/", "$TACC_WORKDIR/")
 _USERDIR_PREFIXES = ("${TACC_USERDIR}/", "$TACC_USERDIR/")
 _USERLOG_PREFIXES = ("${TACC_SLURM_USERLOG}/", "$TACC_SLURM_USERLOG/")
@@ -261,7 +262,7 @@ def parse_sbatch_located(options: Any) -> tuple[dict[str, Any], dict[str, str]]:
             raise SpecError.one(entry, f"unknown sbatch option '{key[:64]}' (known: {known})")
         smuggled = _SMUGGLED_RE.search(value)
         if smuggled:
-            opt = smuggled.group(1)
+            opt = smuggled.group(1) or smuggled.group(2)
             why = UNSAFE_SBATCH.get(opt.lstrip("-"))
             raise SpecError.one(
                 entry,

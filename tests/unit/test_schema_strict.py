@@ -152,7 +152,9 @@ def test_tuxiv_env_refuses_non_string_names() -> None:
     ("entry", "option", "why"),
     [('nodes=1 --wrap="id"', "--wrap", "not allowed"), ("nodes=--uid=0", "--uid", "another user"),
      ("time=1:00:00 --begin=now", "--begin", "not allowed"), ("partition=gpu -w node1", "-w", ""),
-     ("job-name=x\t--export=ALL", "--export", "job.env"), ("mem=16G --nodes=99", "--nodes", "")],
+     ("job-name=x\t--export=ALL", "--export", "job.env"), ("mem=16G --nodes=99", "--nodes", ""),
+     ("nodes=1\x00--wrap=id", "--wrap", "entrypoint"), ("nodes=1;--uid=0", "--uid", "another user"),
+     ("output=--chdir=/", "--chdir", "working directory")],
 )
 def test_a_smuggled_option_is_named(entry: str, option: str, why: str) -> None:
     with pytest.raises(SpecError) as exc:
@@ -160,6 +162,12 @@ def test_a_smuggled_option_is_named(entry: str, option: str, why: str) -> None:
     assert only_field(exc.value.errors) == "job.general[1]"
     message = exc.value.errors[0][1]
     assert repr(option) in message and "one option per entry" in message and why in message
+
+
+@pytest.mark.parametrize("entry", ["output=logs/run-%j.log", "job-name=a-b", "mail-user=x--y@example.org",
+                                   "time=1-00:00:00", "mail-type=BEGIN,END", "constraint=a100-80g"])
+def test_dashes_inside_values_are_not_options(entry: str) -> None:
+    parse_sbatch([entry])
 
 
 # --- 5. which variables a task may set -------------------------------------------------------
