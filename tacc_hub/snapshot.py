@@ -105,6 +105,7 @@ class _Inflater:
         self.compressed = 0
         self.out = 0
         self.eof = False
+        self._magic = False
         self.budget = _HEADER_SLACK
         self.over_budget: tuple[str | None, str] = (None, "the archive's first headers are larger than 256 KiB")
         # bytes the tar stream may carry beyond its files' contents: headers, padding, names
@@ -115,6 +116,8 @@ class _Inflater:
         data = self._src_read(n)
         if not isinstance(data, bytes | bytearray):
             raise SnapshotError("the archive is not a binary file")
+        if self.compressed == 0:
+            self._magic = data[:2] == b"\x1f\x8b"
         self.compressed += len(data)
         if self.compressed > self._limits.max_bytes:
             raise ArchiveRefused(None, f"archive is larger than {human_bytes(self._limits.max_bytes)} "
@@ -132,7 +135,7 @@ class _Inflater:
             try:
                 out = self._z.decompress(data, n)
             except zlib.error as exc:
-                if self.out == 0:
+                if self.out == 0 and not (self.compressed >= 2 and self._magic):
                     raise SnapshotError(f"not a tar.gz archive: not gzip data ({exc})") from None
                 raise SnapshotError(f"not a tar.gz archive: corrupt gzip data ({exc})") from None
             self._tail = self._z.unconsumed_tail
