@@ -42,10 +42,10 @@ def build(*members: tuple[str, str, object]) -> tarfile.TarFile:
             info = tarfile.TarInfo(name)
             data = b""
             if kind == "file":
-                data, info.mode = (arg, 0o644) if isinstance(arg, bytes) else (b"x", int(arg))  # type: ignore[arg-type]
+                data, info.mode = (arg, 0o644) if isinstance(arg, bytes) else (b"x", int(arg))  # type: ignore[call-overload]
                 info.size = len(data)
             elif kind == "dir":
-                info.type, info.mode = tarfile.DIRTYPE, int(arg)  # type: ignore[arg-type]
+                info.type, info.mode = tarfile.DIRTYPE, int(arg)  # type: ignore[call-overload]
             elif kind == "sym":
                 info.type, info.linkname = tarfile.SYMTYPE, str(arg)
             elif kind == "hard":
@@ -80,7 +80,7 @@ def untouched(sandbox: Path, *mine: str) -> None:
     assert not Path("/tmp/tacc-safetar-pwned").exists()
 
 
-HOSTILE = {
+HOSTILE: dict[str, list[tuple[str, str, object]]] = {
     "absolute": [("file", "/tmp/tacc-safetar-pwned", b"x")],
     "dotdot": [("file", "../outside/victim", b"pwned")],
     "dotdot-deep": [("dir", "a", 0o755), ("file", "a/../../outside/new", b"pwned")],
@@ -143,3 +143,52 @@ def test_snapshot_unpack_uses_it(mode, box, tmp_path):
     snapshot.unpack(packed, tmp_path / "out")
     assert (tmp_path / "out" / "sub" / "train.py").read_text() == "print(1)\n"
     assert safetar.UnsafeArchiveError.__mro__[1] is tarfile.TarError
+
+
+# --- caps at extraction time (ArchiveLimits) -------------------------------------------------------
+
+
+@pytest.mark.parametrize(("limits", "message"), [
+    (safetar.ArchiveLimits(max_members=3), "archive has more than 3 members (limit reached at 'pkg/b')"),
+    (safetar.ArchiveLimits(max_unpacked_bytes=9), "archive unpacks to more than 9 bytes (limit 9 bytes, crossed at "
+                                                  "member 'pkg/b')"),
+    (safetar.ArchiveLimits(max_depth=1), "archive member 'pkg/a' is more than 1 directories deep"),
+    (safetar.ArchiveLimits(max_name_bytes=4), "has a name longer than 4 bytes"),
+])
+def test_caps_stop_extraction_before_anything_is_written(mode, box, monkeypatch, limits, message):
+    dest, sandbox = box
+    monkeypatch.setattr(tarfile.TarFile, "getmembers", lambda self: pytest.fail("getmembers() on an unbounded archive"))
+    members = [("dir", "pkg", 0o755), ("file", "pkg/a", b"12345"), ("file", "pkg/c", b"1234"),
+               ("file", "pkg/b", b"x"), ("file", "pkg/d", b"y")]
+    with build(*members) as tar, pytest.raises(safetar.UnsafeArchiveError) as exc:
+        safe_extractall(tar, dest, limits)
+    assert message in str(exc.value)
+    assert tree(dest) == set()
+    untouched(sandbox)
+    with build(*members) as tar:
+        safe_extractall(tar, dest, safetar.ArchiveLimits(max_members=5, max_unpacked_bytes=11, max_depth=2))
+    assert tree(dest) == {"pkg", "pkg/a", "pkg/b", "pkg/c", "pkg/d"}
+
+
+def test_the_member_cap_stops_reading_headers(mode, box):
+    """An archive of many members is not read to its end when the cap is crossed early."""
+    dest, _ = box
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w:gz") as tar:
+        for i in range(3000):
+            tar.addfile(tarfile.TarInfo(f"f{i}"))
+    raw.seek(0)
+    with tarfile.open(fileobj=raw, mode="r:gz") as tar:
+        with pytest.raises(safetar.UnsafeArchiveError, match="more than 10 members"):
+            safe_extractall(tar, dest, safetar.ArchiveLimits(max_members=10))
+        assert len(tar.members) == 11 and not tar._loaded  # type: ignore[attr-defined]
+    assert tree(dest) == set()
+
+
+def test_the_default_limits_are_those_of_snapshot():
+    assert snapshot.DEFAULT_LIMITS is safetar.DEFAULT_LIMITS and snapshot.ArchiveLimits is safetar.ArchiveLimits
+    lim = safetar.DEFAULT_LIMITS
+    assert (lim.max_bytes, lim.max_unpacked_bytes, lim.max_members, lim.max_depth, lim.max_name_bytes,
+            lim.max_ratio, lim.ratio_floor_bytes) == (256 << 20, 4 << 30, 100_000, 64, 4096, 200, 64 << 20)
+    with pytest.raises(AttributeError):
+        lim.max_members = 1  # type: ignore[misc]
