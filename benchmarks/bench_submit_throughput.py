@@ -82,10 +82,11 @@ function done(summary, latency, requests)
   for k, v in pairs(total) do table.insert(parts, string.format('"%s": %d', k, v)) end
   io.write(string.format(
     'WRKJSON {"sent": %d, "requests": %d, "duration_us": %d, "status": {%s}, "errors": {"connect": %d, "read": %d, '
-    .. '"write": %d, "status": %d, "timeout": %d}, "p50_us": %d, "p90_us": %d, "p99_us": %d, "max_us": %d}\n',
+    .. '"write": %d, "status": %d, "timeout": %d}, "p50_us": %d, "p90_us": %d, "p95_us": %d, "p99_us": %d, '
+    .. '"max_us": %d}\n',
     nsent, summary.requests, summary.duration, table.concat(parts, ", "), summary.errors.connect, summary.errors.read,
     summary.errors.write, summary.errors.status, summary.errors.timeout,
-    latency:percentile(50), latency:percentile(90), latency:percentile(99), latency.max))
+    latency:percentile(50), latency:percentile(90), latency:percentile(95), latency:percentile(99), latency.max))
 end
 """
 
@@ -116,7 +117,8 @@ def run_wrk(wrk: str, url: str, script: Path, args: argparse.Namespace, svc: Ser
 
 def show(label: str, r: dict) -> None:
     print(f"{label}: {r['rps']:.0f} req/s  p50 {r['p50_us'] / 1000:.1f} ms  p90 {r['p90_us'] / 1000:.1f} ms  "
-          f"p99 {r['p99_us'] / 1000:.1f} ms  max {r['max_us'] / 1000:.1f} ms  requests {r['requests']}  "
+          f"p95 {r['p95_us'] / 1000:.1f} ms  p99 {r['p99_us'] / 1000:.1f} ms  max {r['max_us'] / 1000:.1f} ms  "
+          f"requests {r['requests']}  "
           f"status {r['status']}  socket errors {r['socket_errors']}", flush=True)
     print(f"{label}: service CPU {r['cpu_us']:.0f} us/request, service busy {100 * r['cpu_busy']:.0f}% of one core",
           flush=True)

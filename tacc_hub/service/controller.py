@@ -34,6 +34,8 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from sqlalchemy.pool import StaticPool
+
 from tacc_hub.compiler import ExecutionPlan, SiteProfile, compile_task
 from tacc_hub.executors import REQUEUE_MARK, Executor, Launch, LaunchError, LaunchUnavailable, Observation
 from tacc_hub.executors.identity import IdentityError
@@ -106,6 +108,12 @@ def request_for(task_id: int, owner: str, spec_or_plan: TaskSpec | ExecutionPlan
                    partition=r.partition, gpu_type=r.gpu_type)
 
 
+def _own_connections(store: Store) -> bool:
+    """Whether a second thread gets its own connections (not one shared in-memory SQLite connection)."""
+    engine = getattr(store, "engine", None)
+    return engine is not None and not isinstance(engine.pool, StaticPool)
+
+
 class Controller(RecoveryMixin):
     def __init__(
         self,
@@ -154,7 +162,8 @@ class Controller(RecoveryMixin):
         self._over_quota: set[int] = set()  # waiting tasks last explained as OverQuota (logged once)
         self._changed = True  # the queue changed since the last explanation
         self._wake_handle: asyncio.TimerHandle | None = None
-        self.batcher = InsertBatcher(store)
+        # Batches written in a thread of their own (see store.batcher), except on a shared in-memory database.
+        self.batcher = InsertBatcher(store, threaded=_own_connections(store))
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self._stopping = False

@@ -13,13 +13,16 @@ Invariants:
   after that is still inserted (its row is committed; only the answer is dropped).
 * After :meth:`InsertBatcher.stop` returns, the queue is empty and ``submit`` refuses.
 
-Threading: the store calls are synchronous and run *inline on the event loop thread*, not in
-an executor. A batch is one multi-row ``INSERT ... RETURNING``; on SQLite in WAL mode with
-``synchronous=NORMAL`` that takes well under a millisecond for hundreds of rows, on a local
-PostgreSQL about a round trip. A thread hop would cost about as much as the write, would need
-a second queue to keep ordering, and would let two batches race for SQLite's write lock.
-While a batch is being written, the loop is busy; submits that arrive meanwhile are queued by
-the loop (tornado reads the requests) and form the next batch.
+Threading: with ``threaded=True`` (the service, on a database file or a server) each batch is
+written in one worker thread of the batcher's own, while the event loop goes on serving requests;
+batches are still written one at a time, in order (the drain coroutine awaits each), so ordering
+and the one-transaction rule hold as before. Why: most batches take a few milliseconds, but the
+commit that crosses SQLite's WAL auto-checkpoint (1,000 pages, about every 700 submits) copies
+the WAL into the database and fsyncs it: 35-50 ms, and on the loop thread every request in flight
+waited for it (the submit benchmark's p99). SQLite and the database drivers release the GIL
+while they work, so the loop keeps running. With ``threaded=False`` (the default; a shared
+in-memory database, whose one connection must not be used from two threads) the store is called
+inline on the loop thread.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
 
 from .records import NewTask, TaskRecord
@@ -41,11 +45,13 @@ class _Inserter(Protocol):
 class InsertBatcher:
     """Queue :class:`NewTask` rows from many coroutines; insert them in batches."""
 
-    def __init__(self, store: _Inserter, *, max_batch: int = 500) -> None:
+    def __init__(self, store: _Inserter, *, max_batch: int = 500, threaded: bool = False) -> None:
         if max_batch < 1:
             raise ValueError("max_batch: must be at least 1")
         self._store = store
         self._max_batch = max_batch
+        self._threaded = threaded
+        self._pool: ThreadPoolExecutor | None = None
         self._queue: deque[tuple[NewTask, asyncio.Future[TaskRecord]]] = deque()
         self._wakeup: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
@@ -62,6 +68,8 @@ class InsertBatcher:
         if self._task is not None:
             raise RuntimeError("InsertBatcher already started")
         self._wakeup = asyncio.Event()
+        if self._threaded:
+            self._pool = ThreadPoolExecutor(1, thread_name_prefix="tacc-insert")
         self._task = asyncio.get_running_loop().create_task(self._drain(), name="tacc-insert-batcher")
 
     async def stop(self) -> None:
@@ -70,7 +78,15 @@ class InsertBatcher:
             return
         self._closing = True
         self._wakeup.set()
-        await self._task
+        try:
+            await self._task
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if not self._task.cancelled() or (me is not None and me.cancelling()):
+                raise  # the caller was cancelled; only a drain cancelled by itself (loop shutdown) is let go
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=False)
 
     async def submit(self, row: NewTask) -> TaskRecord:
         """Insert ``row`` (in the next batch) and return its record."""
@@ -91,7 +107,7 @@ class InsertBatcher:
                     self._wakeup.clear()
                     await self._wakeup.wait()
                     continue
-                self._write_one_batch()
+                await self._write_one_batch()
                 # Let the waiters just resolved (and new submits) run before the next batch.
                 await asyncio.sleep(0)
         finally:
@@ -102,7 +118,12 @@ class InsertBatcher:
                 if not fut.done():
                     fut.set_exception(RuntimeError("InsertBatcher stopped before the task was inserted"))
 
-    def _write_one_batch(self) -> None:
+    async def _insert(self, rows: list[NewTask]) -> list[TaskRecord]:
+        if self._pool is None:
+            return self._store.insert_tasks(rows)
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self._store.insert_tasks, rows)
+
+    async def _write_one_batch(self) -> None:
         rows: list[NewTask] = []
         futs: list[asyncio.Future[TaskRecord]] = []
         while self._queue and len(rows) < self._max_batch:
@@ -115,9 +136,16 @@ class InsertBatcher:
             return
         self.batches += 1
         try:
-            records = self._store.insert_tasks(rows)
+            records = await self._insert(rows)
             if len(records) != len(rows):
                 raise RuntimeError(f"insert_tasks returned {len(records)} records for {len(rows)} rows")
+        except asyncio.CancelledError:
+            # The drain was cancelled (loop shutdown) while the thread wrote: the batch may or may not be
+            # committed; its waiters must not wait forever.
+            for fut in futs:
+                if not fut.done():
+                    fut.set_exception(RuntimeError("InsertBatcher stopped while the task was being inserted"))
+            raise
         except Exception as exc:
             log.warning("inserting a batch of %d tasks failed: %s", len(rows), exc)
             for fut in futs:

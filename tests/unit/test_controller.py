@@ -319,3 +319,36 @@ async def test_fair_share_usage_is_seeded_from_the_store_at_start(env):
         assert now - 4 * 86400 < past[0][0] < now - 3 * 86400  # the middle of the day it was used in
     finally:
         await ctl.stop()
+
+
+async def test_submits_are_written_off_the_event_loop_on_a_database_file(env, tmp_path):
+    import threading
+
+    ctl = make(env)
+    threads: set[str] = set()
+    real = ctl.store.insert_tasks
+
+    def spy(rows):
+        threads.add(threading.current_thread().name)
+        return real(rows)
+
+    ctl.store.insert_tasks = spy  # type: ignore[method-assign]
+    await ctl.start()
+    try:
+        recs = await asyncio.gather(*(ctl.submit("ann", spec(env)) for _ in range(5)))
+        assert [r.id for r in recs] == sorted(r.id for r in recs)
+        assert threads and all(t.startswith("tacc-insert") for t in threads), threads
+    finally:
+        await ctl.stop()
+    # one shared in-memory connection: inline on the loop thread
+    _, codes, site, _ = env
+    mem = Store("sqlite://")
+    mem.migrate()
+    ctl = Controller(mem, FakeExecutor(gpus=4), site, FifoGang(), codes, poll_interval=0.05)
+    await ctl.start()
+    try:
+        rec = await ctl.submit("ann", spec(env))
+        assert mem.get(rec.id) is not None
+        assert not ctl.batcher._threaded
+    finally:
+        await ctl.stop()
