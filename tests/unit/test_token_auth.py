@@ -259,13 +259,13 @@ class Client:
 
 
 @contextlib.asynccontextmanager
-async def serving(store: Store) -> AsyncIterator[tuple[Client, Store, TokenAuth]]:
+async def serving(store: Store, auth: Any = None) -> AsyncIterator[tuple[Client, Store, Any]]:
     """The token routes and three test handlers on a real server (in the test's own event loop)."""
-    auth = TokenAuth(store)
+    auth = auth or TokenAuth(store)
     ctx = ServiceContext(store=store, controller=None, auth=auth, code_store=None,  # type: ignore[arg-type]
                          max_code_bytes=1 << 20, max_body_bytes=1 << 20, log_poll_interval=0.1)
     routes = [(r"/plain", Plain), (r"/stream", Stream), (r"/crash", Crash), *TOKEN_ROUTES]
-    app = tornado.web.Application([(p, h, {"ctx": ctx}) for p, h in routes])
+    app = tornado.web.Application([(p, h, {"ctx": ctx}) for p, h in routes], cookie_secret="x" * 32)
     port = _free_port()
     server = tornado.httpserver.HTTPServer(app)
     server.listen(port, "127.0.0.1")
@@ -399,3 +399,33 @@ async def test_hostile_bodies_ids_and_parameters(store: Store):
         code, resp = await client.call("GET", "/api/tokens?all=2", ann)
         assert code == 400 and resp["errors"][0]["field"] == "all"
         assert len(store.list_tokens(include_inactive=True)) == 2
+
+
+async def test_hub_mode_never_reads_a_url_token_outside_the_log_stream(store: Store, monkeypatch):
+    """HubAuth itself reads ?token= for a request saying ``Sec-Fetch-Mode: websocket`` (any script can): not here."""
+    from jupyterhub.services.auth import HubOAuth
+
+    from tacc_hub.service.hubauth import HubModeAuth
+
+    asked: list[str] = []
+
+    class FakeHub(HubOAuth):
+        async def _check_hub_authorization(self, url: str, api_token: str, cache_key: str, use_cache: bool = True):
+            asked.append(api_token)
+            return {"kind": "user", "name": "hubber", "admin": False, "scopes": ["custom:tacc:tasks"]}
+
+    monkeypatch.setenv("JUPYTERHUB_ALLOW_TOKEN_IN_URL", "1")
+    hub = FakeHub(api_url="http://127.0.0.1:1/hub/api", api_token="svc", cache_max_age=0)
+    auth = HubModeAuth(TokenAuth(store), hub)
+    ours = new_token(store, "ann")
+    async with serving(store, auth) as (client, _, _):
+        for path in ("/plain?token=hubtok", f"/plain?token={ours}"):
+            code, body = await client.call("GET", path, headers={"Sec-Fetch-Mode": "websocket"})
+            assert code == 401 and "accepted only by the log stream" in body["message"], body
+        assert asked == []
+        code, body = await client.call("GET", "/stream?token=hubtok")
+        assert code == 200 and body["user"] == "hubber" and asked == ["hubtok"]
+        code, body = await client.call("GET", f"/stream?token={ours}")
+        assert code == 200 and body["user"] == "ann"
+        code, body = await client.call("GET", "/plain?token=hubtok3", "hubtok2")
+        assert code == 200 and body["user"] == "hubber" and asked == ["hubtok", "hubtok2"]
