@@ -191,7 +191,7 @@ class _Checker:
         lim = self.limits
         if "\x00" in name:
             raise _refuse(name, f"has a NUL byte in its {what}")
-        if len(os.fsencode(name)) > lim.max_name_bytes:
+        if 4 * len(name) > lim.max_name_bytes and len(os.fsencode(name)) > lim.max_name_bytes:  # <= 4 bytes a char
             raise _refuse(name, f"has a {what} longer than {lim.max_name_bytes} bytes")
         parts = name.split("/")
         if ".." in parts:
@@ -200,7 +200,7 @@ class _Checker:
         if len(comps) > lim.max_depth:
             raise _refuse(name, f"has a {what} more than {lim.max_depth} directories deep")
         for c in comps:
-            if len(os.fsencode(c)) > NAME_MAX:
+            if 4 * len(c) > NAME_MAX and len(os.fsencode(c)) > NAME_MAX:
                 raise _refuse(name, f"has a {what} component longer than {NAME_MAX} bytes")
         return comps
 
