@@ -436,14 +436,24 @@ def _waiting(t: dict[str, Any]) -> str | None:
     return f"task {t['id']} is waiting to start" + (f" ({'; '.join(parts)})" if parts else "")
 
 
-def _follow(client: TaccClient, task_id: int, offset: int = 0) -> int:
+def _log_filter(raw: bool) -> Any:
+    """What a log goes through before the terminal: ``TermSafe`` (escapes made visible), or nothing with --raw."""
+    if raw:
+        return None
+    from .termsafe import TermSafe
+
+    return TermSafe()
+
+
+def _follow(client: TaccClient, task_id: int, offset: int = 0, raw: bool = False) -> int:
     from tacc_hub.client import ApiClientError
 
+    safe = _log_filter(raw)
     status = "unknown"
     try:
         for event, data in client.stream_logs(task_id, offset):
             if event == "log":
-                sys.stdout.write(data["data"])
+                sys.stdout.write(data["data"] if safe is None else safe.feed(data["data"]))
                 sys.stdout.flush()
             elif event == "end":
                 status = data["status"]
@@ -451,6 +461,10 @@ def _follow(client: TaccClient, task_id: int, offset: int = 0) -> int:
                     click.echo(f"tcloud: {data['error']}", err=True)
     except ApiClientError as exc:
         _die(exc.message if exc.status == 0 else f"{exc.message} (HTTP {exc.status})", exc.errors)
+    finally:
+        if safe is not None:
+            sys.stdout.write(safe.flush())
+            sys.stdout.flush()
     click.echo(f"task {task_id} {status}", err=True)
     return 0 if status == "succeeded" else 1
 
@@ -459,23 +473,32 @@ def _follow(client: TaccClient, task_id: int, offset: int = 0) -> int:
 @click.argument("task_id", type=int)
 @click.option("-f", "--follow", is_flag=True, help="Keep streaming until the task ends.")
 @click.option("--offset", default=0, help="Start at this byte offset.")
+@click.option("--raw", is_flag=True,
+              help="Write the output as it is, escape sequences included (default: colours kept, other "
+                   "terminal controls shown as text, e.g. \\x1b).")
 @click.pass_obj
-def logs(obj: Ctx, task_id: int, follow: bool, offset: int) -> None:
-    """Print a task's output (stdout and stderr); a task that has not started says so on stderr."""
+def logs(obj: Ctx, task_id: int, follow: bool, offset: int, raw: bool) -> None:
+    """Print a task's output (stdout and stderr); a task that has not started says so on stderr.
+
+    The output is the task owner's text: terminal controls in it other than colours (clipboard writes,
+    titles, cursor moves) are written visibly instead of acted on, unless --raw."""
     client = obj.client
     if follow:
         why = _waiting(_call(client.show, task_id))
         if why:
             _note(f"{why}: following its output once it starts (Ctrl-C stops following, not the task)")
-        sys.exit(_follow(client, task_id, offset))
+        sys.exit(_follow(client, task_id, offset, raw))
+    safe = _log_filter(raw)
     wrote = False
     while True:
         chunk = _call(client.logs, task_id, offset)
-        sys.stdout.write(chunk["data"])
+        sys.stdout.write(chunk["data"] if safe is None else safe.feed(chunk["data"]))
         wrote = wrote or bool(chunk["data"])
         if chunk["next_offset"] == offset:
             break
         offset = chunk["next_offset"]
+    if safe is not None:
+        sys.stdout.write(safe.flush())
     sys.stdout.flush()
     if not wrote:
         why = _waiting(_call(client.show, task_id))

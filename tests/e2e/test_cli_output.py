@@ -134,3 +134,56 @@ def test_a_refused_task_is_reported_once(service, tmp_path):
     lines = res.stderr.splitlines()
     assert lines[0] == "error: the service refused the task (HTTP 422):", res.stderr
     assert len(lines) == 2 and lines[1].startswith("  runtime.kind (--runtime no-such-runtime): "), res.stderr
+
+
+EVIL = r'''import sys, time
+w = sys.stdout.write
+w("start\n")
+w("\x1b]52;c;ZXZpbA==\x07")  # OSC 52: set the reader's clipboard
+w("\x1b]0;pwned\x07\x1b[2J\x1b[H\u009b6n\x1b[8mhidden\x1b[0m\n")  # title, clear, home, 8-bit CSI, conceal
+w("\x1b[31mred\x1b[0m\n")
+w(" 50%|##   |\r100%|#####|\n")
+w("split \x1b]5")
+sys.stdout.flush()
+time.sleep(1.5)  # the rest of the sequence comes in a later chunk of the log
+w("2;c;QQ==\x07 done\n")
+'''
+
+
+def assert_terminal_safe(out: str) -> None:
+    import re
+
+    rest = re.sub(r"\x1b\[[0-9;]*m", "", out)
+    assert not re.search("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]", rest), repr(out)
+    assert "\\x1b]52;c;ZXZpbA==\\x07" in out  # shown, not acted on
+    assert "\\x1b]0;pwned\\x07\\x1b[2J\\x1b[H\\x9b6nhidden" in out  # conceal dropped: the text shows
+    assert "\x1b[31mred\x1b[0m\n" in out  # colours kept
+    assert " 50%|##   |\r100%|#####|\n" in out  # progress bars kept
+    assert "split \\x1b]52;c;QQ==\\x07 done\n" in out  # split across chunks: still caught
+
+
+def logs_bytes(service, user: str, *args: str) -> tuple[int, str]:
+    """``tcloud logs ARGS`` in a pipe, read as bytes (text mode would turn progress bars' \\r into \\n)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    env.update({"TACC_URL": service.url, "TACC_TOKEN": service.token(user), "TACC_CONFIG": "/nonexistent"})
+    res = subprocess.run([str(BIN / "tcloud"), "logs", *args], capture_output=True, env=env, cwd=ROOT, timeout=120)
+    return res.returncode, res.stdout.decode("utf-8")
+
+
+def test_logs_make_a_hostile_tasks_escapes_visible_and_raw_passes_them(service, tmp_path):
+    d = write_task(tmp_path / "evil", "name: evil\ncode: .\nentrypoint: python evil.py\n", {"evil.py": EVIL})
+    tid = submitted_id(piped(service, "tessa", "submit", str(d)))
+    rc, follow = logs_bytes(service, "tessa", "-f", str(tid))  # follows while the task prints: the split is live
+    assert rc == 0
+    assert_terminal_safe(follow)
+
+    rc, chunks = logs_bytes(service, "tessa", str(tid))
+    assert rc == 0
+    assert_terminal_safe(chunks)
+    assert chunks == follow  # the same text whichever way it was read
+
+    rc, raw = logs_bytes(service, "tessa", "--raw", str(tid))
+    assert rc == 0 and "\x1b]52;c;ZXZpbA==\x07" in raw and "split \x1b]52;c;QQ==\x07 done" in raw
+    assert "\u009b6n" in raw and " 50%|##   |\r100%" in raw
+    rc, raw_follow = logs_bytes(service, "tessa", "-f", "--raw", str(tid))
+    assert rc == 0 and raw_follow == raw
