@@ -184,6 +184,7 @@ class _Checker:
         self.size = size
         self.members = 0
         self.unpacked = 0
+        self.last: str | None = None
         self.root: _Node = {"": "d"}
         self.links: list[tuple[str, list[_Node], str]] = []
 
@@ -207,6 +208,7 @@ class _Checker:
     def member(self, info: tarfile.TarInfo) -> None:
         lim = self.limits
         name = info.name
+        self.last = name
         self.members += 1
         if self.members > lim.max_members:
             raise ArchiveRefused(name, f"archive has more than {lim.max_members} members "
@@ -313,6 +315,26 @@ class _Checker:
                 path_nodes.append(child if isinstance(child, dict) else None)
 
 
+class _BadHeader(Exception):
+    """Raised through tarfile (not a HeaderError, which tarfile past the first member takes for the end)."""
+
+
+_END_OF_ARCHIVE: tuple[type[Exception], ...] = (tarfile.EOFHeaderError, tarfile.EmptyHeaderError)  # type: ignore[attr-defined]
+
+
+class _StrictInfo(tarfile.TarInfo):
+    """A damaged header is an error, not the silent end of the archive that tarfile makes of it."""
+
+    @classmethod
+    def frombuf(cls, buf: bytes, encoding: str, errors: str) -> tarfile.TarInfo:  # type: ignore[override]
+        try:
+            return super().frombuf(buf, encoding, errors)
+        except _END_OF_ARCHIVE:
+            raise  # zero blocks, or the end of the stream: the end of the archive
+        except tarfile.HeaderError as exc:
+            raise _BadHeader(str(exc)) from None
+
+
 def _archive_size(fileobj: IO[bytes]) -> int | None:
     try:
         if not fileobj.seekable():
@@ -344,7 +366,8 @@ def _check(read: Callable[[int], bytes], size: int | None, limits: ArchiveLimits
     stream = _Inflater(read, size, limits)
     checker = _Checker(limits, size)
     try:
-        with tarfile.open(fileobj=stream, mode="r|", bufsize=_TAR_BUFSIZE) as tar:  # type: ignore[call-overload]
+        with tarfile.open(fileobj=stream, mode="r|", bufsize=_TAR_BUFSIZE,  # type: ignore[call-overload]
+                          tarinfo=_StrictInfo) as tar:
             while (info := tar.next()) is not None:
                 tar.members.clear()  # stream mode would keep every header
                 checker.member(info)
@@ -354,14 +377,22 @@ def _check(read: Callable[[int], bytes], size: int | None, limits: ArchiveLimits
             stream.budget = stream.out + _TRAILER_BYTES
             stream.over_budget = (None, f"archive has more than {human_bytes(_TRAILER_BYTES)} "
                                         "after the end of its tar data")
-            while stream.read(_IN_CHUNK):
-                pass
+            # tar's end is zero blocks; anything else after it (read through tarfile's own buffer) would be
+            # members tarfile never shows, or a damaged header it took for the end
+            while chunk := tar.fileobj.read(_IN_CHUNK):
+                if chunk.count(0) != len(chunk):
+                    raise ArchiveRefused(None, "archive has data after the end of its tar data")
     except SnapshotError:
         raise
     except OSError as exc:
         raise SnapshotError(f"cannot read the archive: {exc}") from exc
     except tarfile.ReadError as exc:
         raise SnapshotError(f"not a tar.gz archive: {exc}") from None
+    except _BadHeader as exc:
+        if checker.last is None:
+            raise SnapshotError(f"not a tar.gz archive: it does not start with a tar header ({exc})") from None
+        raise SnapshotError(f"not a valid tar.gz archive: a damaged tar header after member "
+                            f"{checker.last[:300]!r} ({exc})") from None
     except Exception as exc:  # tarfile on hostile headers: ValueError, UnicodeError, OverflowError, StreamError...
         raise SnapshotError(f"not a valid tar.gz archive: {type(exc).__name__}: {str(exc)[:300]}") from None
     checker.resolve_links()

@@ -445,6 +445,27 @@ def test_what_is_not_a_tar_gz_is_a_snapshot_error_with_a_clear_message(store):
         assert os.listdir(store.root) == [], name
 
 
+def test_a_damaged_header_is_not_taken_for_the_end_of_the_archive(store):
+    # tarfile stops silently at a bad header after the first: what follows would go unchecked and unextracted
+    raw = bytearray(gzip_raw(tgz(M("a.py", arg=b"1"), M("b.py", arg=b"2"), M("c.py", arg=b"3"))))
+    raw[1024 + 148] ^= 0x01  # b.py's header checksum
+    data = gz([bytes(raw)])
+    with pytest.raises(SnapshotError, match=r"a damaged tar header after member 'a\.py'") as exc:
+        check_archive(io.BytesIO(data))
+    assert not isinstance(exc.value, ArchiveRefused)
+    with pytest.raises(SnapshotError, match="damaged tar header"):
+        store.put_file(digest_of(data), io.BytesIO(data))
+    assert os.listdir(store.root) == []
+
+
+def test_members_hidden_after_the_end_of_the_tar_are_refused():
+    hidden = gzip_raw(tgz(M("evil.sh", arg=b"x")))
+    end = gzip_raw(tgz(M("a.py", arg=b"1")))
+    assert end.endswith(bytes(1024))
+    exc = refuse(gz([end + hidden]))
+    assert str(exc) == "archive has data after the end of its tar data"
+
+
 def test_an_empty_archive_is_valid():
     # what pack() makes of an empty directory, and what tar makes of no files: zero blocks only
     assert check_archive(io.BytesIO(gz([bytes(10240)]))) == ArchiveSummary(members=0, unpacked_bytes=0)
