@@ -28,10 +28,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import sqlalchemy as sa
 import tornado.web
 
-from tacc_hub.store import Store, TokenGrant, api_tokens
+from tacc_hub.store import Store, TokenGrant
 from tacc_hub.store.models import NOTE_LEN
 
 USER_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
@@ -188,14 +187,6 @@ def refused_message(url_token_ignored: bool, default: str) -> str:
     return f"{default}; {URL_REFUSAL}" if url_token_ignored else default
 
 
-def revocation_mark(store: Store) -> tuple[int, float | None]:
-    """(how many tokens are revoked, the latest revocation): changes whenever any token is revoked."""
-    with store.engine.connect() as conn:
-        count, latest = conn.execute(
-            sa.select(sa.func.count(api_tokens.c.revoked_at), sa.func.max(api_tokens.c.revoked_at))).one()
-    return int(count or 0), None if latest is None else float(latest)
-
-
 class TokenAuth:
     """Our tokens, with a cache: ``ttl`` seconds per entry, dropped at expiry and whenever a revocation is seen."""
 
@@ -220,7 +211,7 @@ class TokenAuth:
         if now - self._polled < self.poll and now >= self._polled:
             return
         self._polled = now
-        mark = revocation_mark(self.store)
+        mark = self.store.token_revocation_mark()
         if mark != self._mark:
             if self._mark is not None:
                 self._cache.clear()

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, TypeVar
 import tornado.web
 from pydantic import BaseModel
 from tornado.http1connection import HTTP1Connection
+from tornado.log import app_log
 
 from tacc_hub.schema import SpecError
 from tacc_hub.schema.jsonsafe import load_json
@@ -202,7 +203,8 @@ class ApiHandler(tornado.web.RequestHandler):
     def log_exception(self, typ: Any, value: Any, tb: Any) -> None:
         if isinstance(value, tornado.web.HTTPError):
             return  # client errors are answered, not logged as failures
-        super().log_exception(typ, value, tb)
+        # tornado's own line adds repr(request), whose URI may hold ?token=: the path only
+        app_log.error("Uncaught exception %s", self._request_summary(), exc_info=(typ, value, tb))
 
     @staticmethod
     def spec_error(exc: SpecError, status: int = 422) -> ApiError:

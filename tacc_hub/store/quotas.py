@@ -91,7 +91,7 @@ def check_name(kind: str, name: object, *, default_ok: bool = True, field: str =
     if default_ok and name == DEFAULT_NAME:
         return name
     pattern = USER_RE if kind == "user" else GROUP_RE
-    if not pattern.match(name):
+    if not pattern.fullmatch(name):
         what = "letters, digits, '.', '_', '@', '-'" if kind == "user" else "letters, digits, '.', '_', '-'"
         shown = name[:64].encode("unicode_escape").decode("ascii")
         raise QuotaError(field, f"invalid {kind} name {shown!r}: {what}; starts with a letter or digit; at most 64")

@@ -140,12 +140,21 @@ class TokenStore:
         return self.get_token(token_id)
 
     def revoke_tokens(self, user: str) -> int:
-        """Revoke every valid token of ``user``; returns how many there were."""
+        """Revoke every token of ``user`` not revoked yet (expired ones too); returns how many."""
         with self._engine.begin() as conn:
             return conn.execute(
                 sa.update(api_tokens).where(api_tokens.c.user == user, api_tokens.c.revoked_at.is_(None))
                 .values(revoked_at=self._clock())
             ).rowcount
+
+
+    def token_revocation_mark(self) -> tuple[int, float | None]:
+        """(how many tokens are revoked, the latest revocation): it changes whenever any token is revoked, so
+        a process caching tokens can notice revocations made by another process with one small query."""
+        with self._engine.connect() as conn:
+            count, latest = conn.execute(
+                sa.select(sa.func.count(api_tokens.c.revoked_at), sa.func.max(api_tokens.c.revoked_at))).one()
+        return int(count or 0), None if latest is None else float(latest)
 
 
 class CodeOwnerStore:

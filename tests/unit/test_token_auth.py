@@ -307,7 +307,7 @@ async def test_a_crash_does_not_log_the_url_token(store: Store, caplog):
         caplog.set_level(logging.DEBUG)
         code, _ = await client.call("GET", f"/crash?token={token}&x=kept")
         assert code == 500
-        assert "boom" in caplog.text and "x=kept" in caplog.text  # the premise: the crash was logged, with the URI
+        assert "boom" in caplog.text and "/crash" in caplog.text  # the premise: the crash was logged, with its path
         assert token not in caplog.text
         code, _ = await client.call("GET", f"/plain?token={SECRET}")
         assert code == 401 and SECRET not in caplog.text
