@@ -2,8 +2,8 @@
 
 Commands: ``serve`` (the service on the embedded default: local executor +
 SQLite), ``token USER [--admin] [--expires 30d] [--note TEXT]`` (print a new API token;
-``token list``, ``token revoke ID...|--user U``), ``migrate`` (upgrade the store's schema), ``config-doc`` (the
-configuration reference, generated from the settings' help), ``quota`` (quotas and
+``token list``, ``token revoke ID...|--user U``), ``migrate`` (upgrade the store's schema),
+``check`` (the store's consistency), ``config-doc`` (the configuration reference, generated from the settings' help), ``quota`` (quotas and
 groups, set on the running service over its API: see :mod:`tacc_hub.cli.quota`).
 Every command reads the same configuration (``--config``, ``TACC_STATE_DIR``,
 ``TACC_DB_URL``).
@@ -213,6 +213,23 @@ def migrate(config: str | None, state_dir: str | None, db_url: str | None) -> No
     app = _app(config, state_dir, db_url)
     app.open_store().close()
     click.echo(f"store at {app.db_url.split('@')[-1]} is up to date")
+
+
+@cli.command()
+@common
+def check(config: str | None, state_dir: str | None, db_url: str | None) -> None:
+    """Check the store's consistency (read-only): one line per problem, exit 1 if there is any."""
+    app = _app(config, state_dir, db_url)
+    store = app.open_store()
+    try:
+        problems = store.integrity_problems()
+    finally:
+        store.close()
+    for line in problems:
+        click.echo(line)
+    if problems:
+        sys.exit(1)
+    click.echo(f"store at {app.db_url.split('@')[-1]} is consistent")
 
 
 @cli.command("config-doc")

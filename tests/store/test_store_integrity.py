@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import sqlalchemy as sa
+from click.testing import CliRunner
+
+from tacc_hub.cli.admin import cli
 
 from tacc_hub.store import NewTask, Store, TaskStatus, api_tokens, tasks
 
@@ -37,3 +40,16 @@ def test_rows_written_behind_the_stores_back_are_named(store: Store):
     assert f"task {d.id}: pending but has finished_at or an exit code" in problems
     assert any(p.endswith("revoked before it was created") for p in problems)
     assert len(problems) == 5, problems
+
+
+def test_tacc_hub_check_reports_problems_and_exits_1(tmp_path):
+    url = f"sqlite:///{tmp_path / 'tacc.sqlite'}"
+    with Store(url) as store:
+        store.migrate()
+        (a,) = store.insert_tasks([_new("a")])
+    ok = CliRunner().invoke(cli, ["check", f"--db-url={url}", f"--state-dir={tmp_path}"])
+    assert ok.exit_code == 0 and "is consistent" in ok.output, ok.output
+    with Store(url) as store, store.engine.begin() as conn:
+        conn.execute(sa.update(tasks).where(tasks.c.id == a.id).values(status="running"))
+    bad = CliRunner().invoke(cli, ["check", f"--db-url={url}", f"--state-dir={tmp_path}"])
+    assert bad.exit_code == 1 and f"task {a.id}: running without started_at" in bad.output, bad.output
