@@ -6,7 +6,6 @@ import sqlalchemy as sa
 from click.testing import CliRunner
 
 from tacc_hub.cli.admin import cli
-
 from tacc_hub.store import NewTask, Store, TaskStatus, api_tokens, tasks
 
 
@@ -15,7 +14,7 @@ def _new(name: str) -> NewTask:
 
 
 def test_a_store_used_through_its_api_is_consistent(store: Store):
-    a, b, c = store.insert_tasks([_new("a"), _new("b"), _new("c")])
+    _, b, c = store.insert_tasks([_new("a"), _new("b"), _new("c")])
     assert store.transition(b.id, TaskStatus.STARTING, expected=TaskStatus.PENDING)
     assert store.transition(b.id, TaskStatus.RUNNING, expected=TaskStatus.STARTING, started_at=1001.0)
     assert store.transition(c.id, TaskStatus.CANCELLED, expected=TaskStatus.PENDING, finished_at=1002.0)
