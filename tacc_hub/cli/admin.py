@@ -4,9 +4,9 @@ Commands: ``serve`` (the service on the embedded default: local executor +
 SQLite), ``token USER [--admin] [--expires 30d] [--note TEXT]`` (print a new API token;
 ``token list``, ``token revoke ID...|--user U``), ``migrate`` (upgrade the store's schema),
 ``check`` (the store's consistency), ``config-doc`` (the configuration reference, generated
-from the settings' help), ``quota`` (quotas and groups, set on the running service over its API: see :mod:`tacc_hub.cli.quota`).
-Every command reads the same configuration (``--config``, ``TACC_STATE_DIR``,
-``TACC_DB_URL``).
+from the settings' help), ``quota`` (quotas and groups, set on the running service over its
+API: see :mod:`tacc_hub.cli.quota`). Every command reads the same configuration
+(``--config``, ``TACC_STATE_DIR``, ``TACC_DB_URL``).
 """
 
 from __future__ import annotations
