@@ -202,3 +202,19 @@ async def test_a_drain_cancelled_during_a_threaded_write_leaves_no_waiter_hangin
     results = await asyncio.wait_for(asyncio.gather(*waiters, return_exceptions=True), 2)
     assert all(isinstance(r, RuntimeError) and "stopped" in str(r) for r in results)
     await batcher.stop()
+
+
+async def test_a_threaded_batcher_lowers_the_thread_switch_interval(store: Store):
+    import sys
+
+    from tacc_hub.store.batcher import SWITCH_INTERVAL
+
+    before = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(0.005)
+        async with InsertBatcher(store):
+            assert sys.getswitchinterval() == 0.005  # inline: left alone
+        async with InsertBatcher(store, threaded=True):
+            assert sys.getswitchinterval() <= SWITCH_INTERVAL  # the loop gets the interpreter back within 1 ms
+    finally:
+        sys.setswitchinterval(before)
