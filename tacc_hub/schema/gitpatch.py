@@ -138,6 +138,8 @@ def _check_link(path: str, target: str) -> None:
 
 def check_patch(patch: str) -> str:
     """``patch`` unchanged if every path it writes stays in the tree (see the module docstring)."""
+    if "\x00" in patch:  # git writes binary changes as base85 text: a NUL is never part of a patch
+        raise ValueError("the patch holds a NUL byte; git patches are text (binary changes: git diff --binary)")
     old_left = new_left = 0
     binary = False
     link: str | None = None  # the path of the symlink the current file makes, once known

@@ -48,15 +48,38 @@ def _too_deep(text: str) -> bool:
     return False
 
 
+class _Unreadable:
+    """Put where a value JSON allows but we refuse was read (NaN, 1e999, a 5000-digit integer), so that the
+    error can name its place."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+
+_MAYBE_UNREADABLE_RE = re.compile(r"NaN|Infinity|[0-9]{20}|[eE][+-]?[0-9]{3}")
+"""Only a text with one of these can hold an unreadable value: the walk is skipped for every other."""
+
+
 def _constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
+    return _Unreadable(f"{name} is not a JSON number")
 
 
-def _float(text: str) -> float:
+def _float(text: str) -> Any:
     value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"the number {text[:40]} is too large")
-    return value
+    return value if math.isfinite(value) else _Unreadable(f"the number {text[:40]} is too large")
+
+
+def _int(text: str) -> Any:
+    return int(text) if len(text) <= 4300 else _Unreadable(f"an integer of {len(text)} digits is too large")
+
+
+def _unreadable_at(what: str) -> Any:
+    def hit(parts: list[str | int], value: Any) -> SpecError | None:
+        if isinstance(value, _Unreadable):
+            return SpecError.one(_path(parts), f"{what} holds a value that cannot be read: {value.why}")
+        return None
+
+    return hit
 
 
 def _path(parts: list[str | int]) -> str:
@@ -139,7 +162,8 @@ def load_json(data: bytes | str, what: str = "request body") -> Any:
         return out
 
     try:
-        doc = json.loads(text, object_pairs_hook=pairs, parse_constant=_constant, parse_float=_float)
+        doc = json.loads(text, object_pairs_hook=pairs, parse_constant=_constant, parse_float=_float,
+                         parse_int=_int)
     except json.JSONDecodeError as exc:
         raise SpecError.one("", f"{what} is not valid JSON: {exc}") from None
     except RecursionError:
@@ -147,6 +171,10 @@ def load_json(data: bytes | str, what: str = "request body") -> Any:
     except ValueError as exc:  # NaN/Infinity, 1e999, an integer of more than 4300 digits
         raise SpecError.one("", f"{what} holds a value that cannot be read: {' '.join(str(exc).split())[:200]}") \
             from None
+    if _MAYBE_UNREADABLE_RE.search(text):
+        err = _find(doc, _unreadable_at(what))
+        if err is not None:
+            raise err
     if dupes:
         err = _find(doc, _duplicate_at(what))
         if err is not None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
+from packaging.requirements import InvalidRequirement
+from packaging.requirements import Requirement as PackagingRequirement
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 # The rule for environment.variables lives in envnames; the reserved names stay importable from here.
@@ -54,7 +56,7 @@ class SnapshotCode(Model):
 
     kind: Literal["snapshot"] = "snapshot"
     digest: Sha256 = Field(description="sha256 of the snapshot archive.")
-    size: WholeNumber = Field(0, ge=0, description="Archive size in bytes, as the client measured it.")
+    size: WholeNumber = Field(0, ge=0, le=2**40, description="Archive size in bytes, as the client measured it.")
 
 
 # Matched with fullmatch (a "$" would let a trailing newline through).
@@ -163,6 +165,11 @@ def _pinned(req: str) -> str:
         raise ValueError(f"{req[:80]!r}: one requirement per entry, printable characters only")
     if not (_PIN_RE.match(text) or _DIRECT_RE.match(text)):
         raise ValueError(f"{req[:80]!r} is not pinned; write NAME==VERSION so the run is reproducible")
+    try:  # the whole entry as PEP 508 says (a version PEP 440 knows, a marker that parses), as pip reads it
+        PackagingRequirement(text)
+    except InvalidRequirement as exc:
+        detail = str(exc).splitlines()[0][:120]
+        raise ValueError(f"{req[:80]!r} is not a valid requirement: {detail}") from None
     return text
 
 

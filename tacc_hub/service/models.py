@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt
 
 
 class ErrorField(BaseModel):
@@ -166,7 +166,7 @@ class QuotaIn(BaseModel):
 
     max_gpus: StrictInt | None = Field(None, ge=0, le=1_000_000, description="GPUs held at once; null: no cap.")
     guaranteed_gpus: StrictInt = Field(0, ge=0, le=1_000_000, description="At most max_gpus when that is set.")
-    gpu_hours: float | None = Field(None, ge=0, le=1e12, allow_inf_nan=False,
+    gpu_hours: StrictFloat | None = Field(None, ge=0, le=1e12, allow_inf_nan=False,
                                     description="GPU-hour budget per accounting period; null: no budget.")
 
 

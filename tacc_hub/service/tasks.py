@@ -17,6 +17,7 @@ from tacc_hub.executors.identity import IdentityError
 from tacc_hub.schema import SpecError
 from tacc_hub.store import TaskRecord, TaskStatus
 
+from .auth import USER_RE
 from .base import ApiError, ApiHandler
 from .controller import Conflict, Controller
 from .heavyjobs import YAML_TYPES, Refused, parse_spec, parse_spec_job
@@ -81,6 +82,9 @@ class TasksHandler(ApiHandler):
         owner: str | None = self.user
         if self.admin:
             wanted = self.get_query_argument("owner", None)
+            if wanted is not None and not USER_RE.fullmatch(wanted):
+                raise ApiError(400, "query parameter owner must be a user name", [
+                    {"field": "owner", "message": "letters, digits, '.', '_', '@', '-' (at most 64)"}])
             owner = wanted or (None if self.get_query_argument("all", "0") in ("1", "true") else self.user)
         recs, total = self.ctx.store.list_tasks(owner, states or None, limit, before)
         ctl = self.ctx.controller
