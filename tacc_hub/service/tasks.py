@@ -141,10 +141,12 @@ class TasksHandler(ApiHandler):
         spec = await self._spec()
         self._check_account(spec)
         self._check_identity()
-        self._check_code(spec)
+        dry_run = self.get_query_argument("dry_run", "0") in ("1", "true")
+        if not dry_run:  # a dry run compiles without the archive (it stores and runs nothing)
+            self._check_code(spec)
         ctl = self.ctx.controller
         try:
-            if self.get_query_argument("dry_run", "0") in ("1", "true"):
+            if dry_run:
                 plan = ctl.compile(spec, dry_run=True, owner=self.user)
                 self.write_json(DryRunOut(digest=plan.task_digest, spec=spec.model_dump(mode="json", by_alias=True),
                                           plan=plan.model_dump(mode="json")))

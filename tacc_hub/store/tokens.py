@@ -177,9 +177,19 @@ class CodeOwnerStore:
             pass  # the same user uploaded the same bytes at the same moment: one row is enough
 
     def owns_code(self, digest: str, user: str) -> bool:
+        """Whether ``user`` uploaded ``digest``. A yes is remembered (rows are never deleted): a submit of an
+        uploaded snapshot costs no query."""
+        owned: set[tuple[str, str]] = self.__dict__.setdefault("_owned_code", set())
+        if (digest, user) in owned:
+            return True
         with self._engine.connect() as conn:
-            return conn.execute(sa.select(sa.literal(1)).where(code_snapshots.c.digest == digest,
-                                                               code_snapshots.c.user == user)).first() is not None
+            found = conn.execute(sa.select(sa.literal(1)).where(code_snapshots.c.digest == digest,
+                                                                code_snapshots.c.user == user)).first() is not None
+        if found:
+            if len(owned) >= 100_000:
+                owned.clear()
+            owned.add((digest, user))
+        return found
 
     def code_owners(self, digest: str) -> list[str]:
         with self._engine.connect() as conn:
