@@ -516,6 +516,10 @@ def cancel(obj: Ctx, task_ids: tuple[int, ...]) -> None:
         click.echo(f"task {tid}: {t['status']}")
 
 
+OUTPUTS_MAX_UNPACKED = 1 << 40
+"""Most bytes ``tcloud download`` unpacks (1 TiB): a bound, so that an archive that says more is refused."""
+
+
 @cli.command()
 @click.argument("task_id", type=int)
 @click.argument("dest", required=False, type=click.Path())
@@ -529,8 +533,10 @@ def download(obj: Ctx, task_id: int, dest: str | None) -> None:
     import io
     import tarfile
 
-    from tacc_hub.safetar import safe_extractall
+    from tacc_hub.safetar import ArchiveLimits, safe_extractall
 
+    # Outputs are results, not code: the caps of code snapshots (4 GiB, 100k entries) would refuse real ones.
+    limits = ArchiveLimits(max_bytes=2**62, max_unpacked_bytes=OUTPUTS_MAX_UNPACKED, max_members=10_000_000)
     data = _call(obj.client.outputs, task_id)
     target = Path(dest or f"task-{task_id}")
     try:
@@ -539,7 +545,7 @@ def download(obj: Ctx, task_id: int, dest: str | None) -> None:
             members = tar.getmembers()
             for m in members:
                 m.name = _local_name(m.name)
-            safe_extractall(tar, target)
+            safe_extractall(tar, target, limits)
     except (OSError, tarfile.TarError) as exc:
         _die(f"cannot unpack task {task_id}'s outputs into {target}: {exc}")
     click.echo(f"{sum(m.isreg() for m in members)} file(s) in {target}")
