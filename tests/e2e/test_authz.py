@@ -47,3 +47,42 @@ def test_requests_without_a_valid_token_are_refused(service):
             assert "token" in body["message"]
     status, doc = Api(service.url, None).call("GET", "/api/openapi.json")
     assert status == 200 and "/api/tasks" in doc["paths"]
+
+
+def test_a_snapshot_is_only_its_uploaders(service, tmp_path):
+    """Bob cannot probe, use or overwrite alice's snapshot; uploading the same bytes himself makes it his too."""
+    import hashlib
+
+    from tacc_hub.snapshot import digest_of, pack
+
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "secret.py").write_text("print('alice-secret-' + 'xyz')\n")
+    data = pack(code)
+    digest = digest_of(data)
+    alice = Api(service.url, service.token("alice"))
+    bob = Api(service.url, service.token("bob"))
+    assert alice.call("PUT", f"/api/code/{digest}", data, content_type="application/gzip")[0] == 201
+    stored = service.state_dir / "code" / f"{digest}.tar.gz"
+    assert hashlib.sha256(stored.read_bytes()).hexdigest() == digest
+
+    assert bob.call("HEAD", f"/api/code/{digest}")[0] == 404  # not even whether it exists
+    assert bob.call("HEAD", f"/api/code/{'1' * 64}")[0] == 404  # the same answer as for none
+    spec = {"name": "steal", "code": {"kind": "snapshot", "digest": digest},
+            "entrypoint": {"argv": ["python", "secret.py"]}}
+    before = bob.call("GET", "/api/tasks?limit=1")[1]["total"]
+    status, out = bob.call("POST", "/api/tasks", spec)
+    assert status == 404 and out["errors"][0]["field"] == "code.digest", out
+    assert bob.call("GET", "/api/tasks?limit=1")[1]["total"] == before
+    other = pack(tmp_path)  # other bytes under alice's digest: refused, her archive untouched
+    status, out = bob.call("PUT", f"/api/code/{digest}", other, content_type="application/gzip")
+    assert status == 422 and "digest" in out["message"], out
+    assert hashlib.sha256(stored.read_bytes()).hexdigest() == digest
+
+    status, t = alice.call("POST", "/api/tasks", {**spec, "name": "mine"})
+    assert status == 201, t
+    assert alice.wait_status(t["id"], {"succeeded", "failed"})["status"] == "succeeded"
+    assert "alice-secret-xyz" in alice.call("GET", f"/api/tasks/{t['id']}/logs")[1]["data"]
+
+    assert bob.call("PUT", f"/api/code/{digest}", data, content_type="application/gzip")[0] == 201
+    assert bob.call("HEAD", f"/api/code/{digest}")[0] == 200
