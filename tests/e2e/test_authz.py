@@ -79,6 +79,15 @@ def test_a_snapshot_is_only_its_uploaders(service, tmp_path):
     assert status == 422 and "digest" in out["message"], out
     assert hashlib.sha256(stored.read_bytes()).hexdigest() == digest
 
+    # A dry run compiles without the archive: it answers the same for alice's snapshot as for one nobody
+    # uploaded (it tells bob nothing), and stores nothing.
+    seen = bob.call("POST", "/api/tasks?dry_run=1", spec)
+    unseen = bob.call("POST", "/api/tasks?dry_run=1", {**spec, "code": {"kind": "snapshot", "digest": "1" * 64}})
+    assert seen[0] == unseen[0] == 200, (seen, unseen)
+    plans = [{k: v for k, v in r[1]["plan"].items() if k != "task_digest"} for r in (seen, unseen)]
+    assert json.dumps(plans[0]).replace(digest, "1" * 64) == json.dumps(plans[1])
+    assert bob.call("GET", "/api/tasks?limit=1")[1]["total"] == before
+
     status, t = alice.call("POST", "/api/tasks", {**spec, "name": "mine"})
     assert status == 201, t
     assert alice.wait_status(t["id"], {"succeeded", "failed"})["status"] == "succeeded"
