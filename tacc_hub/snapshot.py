@@ -334,6 +334,17 @@ class _StrictInfo(tarfile.TarInfo):
         except tarfile.HeaderError as exc:
             raise _BadHeader(str(exc)) from None
 
+    @classmethod
+    def _frombuf(cls, buf: bytes, encoding: str, errors: str, **kwargs: object) -> tarfile.TarInfo:
+        # Pythons with the 2025 tarfile fixes (Debian's 3.11.2 since then, 3.12.10+) read headers through
+        # _frombuf, not frombuf: the same strictness there.
+        try:
+            return super()._frombuf(buf, encoding, errors, **kwargs)  # type: ignore[misc]
+        except _END_OF_ARCHIVE:
+            raise
+        except tarfile.HeaderError as exc:
+            raise _BadHeader(str(exc)) from None
+
 
 def _archive_size(fileobj: IO[bytes]) -> int | None:
     try:
