@@ -17,129 +17,23 @@ Usage: python benchmarks/bench_hostile_load.py [--seconds 10] [--idle 300]
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
-import http.client
-import io
 import json
-import os
 import sys
-import tarfile
 import threading
 import time
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 
 import urllib3
 from _common import Api, Service, header, ms, pct, ratio, verdict
 
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from tests.hostile.corpus import gzip_bomb, many_files, yaml_many_keys  # noqa: E402  (the test's bodies)
+from tests.hostile.load import rss, stream_body, workers  # noqa: E402
+
 TARGET_P99 = 0.100
-BIG = 200 * 1024 * 1024
-
-
-def gzip_bomb(size: int = 2**30) -> bytes:
-    """tar.gz of one file of ``size`` zeros, ~size/1024 bytes: one full-flushed deflate segment repeated."""
-    head = tarfile.TarInfo("zeros.bin")
-    head.size = size
-    hdr = head.tobuf(format=tarfile.GNU_FORMAT)
-
-    def seg(data: bytes) -> bytes:
-        c = zlib.compressobj(9, zlib.DEFLATED, -15)
-        return c.compress(data) + c.flush(zlib.Z_FULL_FLUSH)
-
-    chunk = bytes(1 << 20)
-    zero = seg(chunk)
-    crc = zlib.crc32(hdr)
-    parts = [b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\xff", seg(hdr)]
-    for _ in range(size // len(chunk)):
-        parts.append(zero)
-        crc = zlib.crc32(chunk, crc)
-    tail = bytes(size % len(chunk) + 1024 + (-size) % 512)
-    end = zlib.compressobj(9, zlib.DEFLATED, -15)
-    parts.append(end.compress(tail) + end.flush(zlib.Z_FINISH))
-    crc = zlib.crc32(tail, crc)
-    parts.append(crc.to_bytes(4, "little") + ((len(hdr) + size // len(chunk) * len(chunk) + len(tail)) % 2**32)
-                 .to_bytes(4, "little"))
-    return b"".join(parts)
-
-
-def many_files(n: int = 100_000) -> bytes:
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.GNU_FORMAT) as tar:
-        info = tarfile.TarInfo("x")
-        info.size = 1
-        for i in range(n):
-            info.name = f"d{i // 1000}/f{i}"
-            tar.addfile(info, io.BytesIO(b"x"))
-    return gzip.compress(raw.getvalue(), compresslevel=6, mtime=0)
-
-
-def yaml_many_keys(target: int = 1024 * 1024 - 64) -> bytes:
-    out: list[str] = []
-    size = i = 0
-    while True:
-        line = f"k{i:06d}: {i}\n"
-        if size + len(line) > target:
-            return "".join(out).encode()
-        out.append(line)
-        size += len(line)
-        i += 1
-
-
-def rss(pid: int, key: str = "VmRSS") -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
-def worker_pids(pid: int) -> list[int]:
-    """The service's own multiprocessing descendants (its request workers), not task processes."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], list(children.get(pid, []))
-    while todo:
-        p = todo.pop()
-        try:
-            if b"multiprocessing" in Path(f"/proc/{p}/cmdline").read_bytes():
-                out.append(p)
-                todo += children.get(p, [])
-        except OSError:
-            continue
-    return out
-
-
-def stream_body(url: str, method: str, path: str, size: int = BIG) -> int | None:
-    host, port = url.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=60)
-    try:
-        conn.putrequest(method, path)
-        conn.putheader("Content-Type", "application/json")
-        conn.putheader("Content-Length", str(size))
-        conn.endheaders()
-        chunk, sent = bytes(1 << 20), 0
-        try:
-            while sent < size:
-                conn.send(chunk)
-                sent += len(chunk)
-        except OSError:
-            pass  # closed early by the server: correct
-        try:
-            return conn.getresponse().status
-        except (http.client.HTTPException, OSError):
-            return None
-    finally:
-        conn.close()
 
 
 class Probe:
@@ -197,7 +91,7 @@ def main() -> int:
 
         idle = Probe(svc.url, svc.token("alice"), code)
         idle.run(count=args.idle)
-        idle_rss = rss(pid) + sum(rss(p) for p in worker_pids(pid))
+        idle_rss = rss(pid) + sum(rss(p) for p in workers(pid))
 
         load = Probe(svc.url, svc.token("alice"), code)
         peak = [idle_rss]
@@ -205,7 +99,7 @@ def main() -> int:
 
         def sample() -> None:
             while not stop_sampling.wait(0.05):
-                peak[0] = max(peak[0], rss(pid) + sum(rss(p) for p in worker_pids(pid)))
+                peak[0] = max(peak[0], rss(pid) + sum(rss(p) for p in workers(pid)))
 
         hostile_http = urllib3.PoolManager(maxsize=1)
         auth = {"Authorization": f"token {svc.token('mallory')}"}
