@@ -509,15 +509,20 @@ def unpack(archive: str | Path, dest: str | Path, *, sha256: str | None = None,
         if sha256 is not None:
             unpack_verified(fh, sha256, dest, limits=limits)
             return
-        check_archive(fh, limits)
-        fh.seek(0)
-        dest = Path(dest)
-        try:
-            dest.mkdir(parents=True, exist_ok=True)
-            with tarfile.open(fileobj=fh, mode="r:gz") as tar:
-                safe_extractall(tar, dest, limits)
-        except (tarfile.TarError, OSError) as exc:
-            raise SnapshotError(f"cannot unpack code snapshot: {exc}") from exc
+        _check_and_extract(fh, Path(dest), limits, "code snapshot")
+
+
+def _check_and_extract(fh: IO[bytes], dest: Path, limits: ArchiveLimits, what: str) -> None:
+    """``check_archive`` on ``fh`` (from where it stands), then extract it into ``dest`` (made only if it passed)."""
+    start = fh.tell()
+    check_archive(fh, limits)
+    fh.seek(start)
+    try:
+        dest.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=fh, mode="r:gz") as tar:
+            safe_extractall(tar, dest, limits)
+    except (tarfile.TarError, OSError) as exc:
+        raise SnapshotError(f"cannot unpack {what}: {exc}") from exc
 
 
 def unpack_verified(fileobj: IO[bytes], expected_sha256: str, dest: str | Path,
@@ -552,15 +557,7 @@ def unpack_verified(fileobj: IO[bytes], expected_sha256: str, dest: str | Path,
         if not hmac.compare_digest(h.hexdigest(), sha):
             raise SnapshotError(f"code snapshot {sha} does not match its digest: the code store was modified")
         copy.seek(0)
-        check_archive(copy, limits)
-        copy.seek(0)
-        dest = Path(dest)
-        try:
-            dest.mkdir(parents=True, exist_ok=True)
-            with tarfile.open(fileobj=copy, mode="r:gz") as tar:
-                safe_extractall(tar, dest, limits)
-        except (tarfile.TarError, OSError) as exc:
-            raise SnapshotError(f"cannot unpack code snapshot {sha}: {exc}") from exc
+        _check_and_extract(copy, Path(dest), limits, f"code snapshot {sha}")
 
 
 class _Tee:
