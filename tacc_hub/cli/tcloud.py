@@ -610,6 +610,16 @@ def quota(obj: Ctx, as_json: bool) -> None:
                    f"{num(out['remaining_gpu_hours'][who], '{:.2f}'):>9s}")
 
 
+def _register() -> None:
+    from . import tcloud_exec, tcloud_ports
+
+    tcloud_ports.register(cli)  # open, port-forward
+    tcloud_exec.register(cli)  # exec, shell
+
+
+_register()
+
+
 def main() -> None:
     cli(prog_name="tcloud")
 

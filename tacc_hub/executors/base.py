@@ -35,6 +35,10 @@ class LaunchError(RuntimeError):
     """The task could not be started; ``reason`` is shown to its owner."""
 
 
+class ExecUnsupported(LaunchError):
+    """This executor cannot do that to a running task (reach its ports, run a command in it, signal it)."""
+
+
 class LaunchUnavailable(LaunchError):
     """The executor could not reach its cluster to start the task: it should wait and be tried again."""
 
@@ -45,7 +49,8 @@ class Launch:
     owner: str
     plan: ExecutionPlan
     placement: Placement
-    attempt: int = 0  # runs before this one (preempted); the task sees it as TACC_ATTEMPT
+    attempt: int = 0  # runs before this one (preempted, restarted); the task sees it as TACC_ATTEMPT
+    deadline: float | None = None  # epoch seconds its time limit ends at, as of launch (TACC_DEADLINE)
     account: Account | None = None  # the Unix account it runs as; None: the service's own (task_identity=service)
     group: str = ""  # the owner's tacc group (Slurm: --account/--qos through the site's maps)
 
@@ -103,6 +108,34 @@ class Executor(abc.ABC):
 
     def work_dir(self, task_id: int) -> Path:
         return self.task_dir(task_id) / "work"
+
+    # --- reaching a running task (issue 19) ------------------------------------------------
+
+    def task_host(self, task_id: int, state: dict[str, Any], placement: Placement | None) -> str:
+        """The address the service reaches the task's ports at: its first node (local: the loopback)."""
+        raise ExecUnsupported(f"the {self.name} executor cannot reach a task's ports")
+
+    async def port_owned(self, task_id: int, state: dict[str, Any], placement: Placement | None, port: int) -> bool:
+        """Whether a process of this task (not of anyone else) listens on ``port`` on ``task_host``."""
+        raise ExecUnsupported(f"the {self.name} executor cannot reach a task's ports")
+
+    async def listening_ports(self, task_id: int, state: dict[str, Any], placement: Placement | None) -> list[int]:
+        """The TCP ports the task's processes listen on now (empty where the executor cannot tell)."""
+        return []
+
+    def exec_argv(self, task_id: int, state: dict[str, Any], placement: Placement | None, argv: list[str], *,
+                  tty: bool) -> list[str]:
+        """The command the service runs to start ``argv`` inside the running task (its user, node, working
+        directory, environment and GPUs); with ``tty`` its stdin/stdout/stderr are a terminal."""
+        raise ExecUnsupported(f"the {self.name} executor cannot run commands in a task")
+
+    async def signal(self, task_id: int, state: dict[str, Any], signame: str) -> None:
+        """Send ``signame`` (USR1) to the task's main process(es), as Slurm's ``--signal`` does."""
+        raise ExecUnsupported(f"the {self.name} executor cannot signal a task")
+
+    async def set_time_limit(self, task_id: int, state: dict[str, Any], seconds: int) -> None:  # noqa: B027
+        """The task's time limit is now ``seconds`` from its start (an extension). Default: nothing to tell
+        the cluster (the service enforces the limit itself)."""
 
     def unavailable(self) -> str | None:
         """Why no task can be launched now (the cluster has been unreachable too long), or None."""

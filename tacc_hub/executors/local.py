@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from ..launcher.proctree import start_time as proc_start_time
-from ..scheduler.cluster import Node
+from ..scheduler.cluster import Node, Placement
 from .base import Executor, Launch, LaunchError, Observation
 from .identity import Account, Identity
 from .prepare import owner_dir, task_env
@@ -275,3 +275,35 @@ class LocalExecutor(Executor):
                 if (self.control_dir(task_id) / "exitcode").exists() or not self._alive(state):
                     return
                 await asyncio.sleep(0.05)
+
+    # --- reaching a running task ------------------------------------------------------
+
+    def task_host(self, task_id: int, state: dict[str, Any], placement: Placement | None) -> str:
+        return "127.0.0.1"
+
+    async def port_owned(self, task_id: int, state: dict[str, Any], placement: Placement | None, port: int) -> bool:
+        from .ports import local_port_owned
+
+        return await asyncio.to_thread(local_port_owned, self, task_id, state, port)
+
+    async def listening_ports(self, task_id: int, state: dict[str, Any], placement: Placement | None) -> list[int]:
+        from .ports import local_listening
+
+        return await asyncio.to_thread(local_listening, self, task_id, state)
+
+    def exec_argv(self, task_id: int, state: dict[str, Any], placement: Placement | None, argv: list[str], *,
+                  tty: bool) -> list[str]:
+        """``tacc-launcher RUN_DIR exec ID [--tty] -- ARGV``: the launcher checks the task still runs, becomes
+        its user and starts ARGV in its directory with its launch environment (``launcher.execute``)."""
+        return [*self.launcher, str(self.run_dir), "exec", str(int(task_id)), *(["--tty"] if tty else []), "--",
+                *argv]
+
+    async def signal(self, task_id: int, state: dict[str, Any], signame: str) -> None:
+        """SIGUSR1 to the task's main process, through its supervisor (``tacc-launcher signal``)."""
+        if signame != "USR1":
+            raise LaunchError(f"only USR1 can be sent to a task, not {signame[:16]!r}")
+        if not self._alive(state):
+            return
+        rc, err = await self._call("signal", task_id)
+        if rc != 0:
+            raise LaunchError(f"tacc-launcher signal failed: {err}")

@@ -154,6 +154,7 @@ def task_env(launch: Launch, tdir: Path, user_dir: Path, grace_period: float) ->
         "TACC_CHECKPOINT_DIR": str(tdir / "checkpoint"),
         "TACC_ATTEMPT": str(launch.attempt),
         "TACC_PREEMPT_GRACE": f"{grace_period:g}",
+        **({"TACC_DEADLINE": str(int(launch.deadline))} if launch.deadline is not None else {}),
     }
 
 

@@ -71,12 +71,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..scheduler.cluster import Node
+from ..scheduler.cluster import Node, Placement
 from .base import REQUEUE_MARK, Executor, Launch, LaunchError, LaunchUnavailable, Observation
 from .identity import ACCOUNT_NAME, Account
 from .local import DEFAULT_ENV_KEEP, base_environ, default_launcher, free_port, launcher_env, write_control
 from .prepare import owner_dir, prepare_task_dir, task_env
-from .sbatch import BatchJob, mapped_name, prepare_env_argv, render_batch
+from .sbatch import BatchJob, mapped_name, prepare_env_argv, render_batch, time_option
 from .slurm_files import SMALL, owned_dir, prepare_owned, read_job_file, shared_dir
 from .slurm_health import Health, SlurmError, cancel_job, cancel_strays, is_unreachable, may_have_gone_through, ping
 from .slurm_nodes import SQUEUE_HOLDERS, foreign_gpus, parse_nodes, parse_switches
@@ -533,3 +533,52 @@ class SlurmExecutor(Executor):
 
     async def cancel(self, task_id: int, state: dict[str, Any]) -> None:
         await cancel_job(self, task_id, state)
+
+    # --- reaching a running task ------------------------------------------------------
+
+    def task_host(self, task_id: int, state: dict[str, Any], placement: Placement | None) -> str:
+        from .ports import slurm_task_host
+
+        return slurm_task_host(self, task_id, state, placement)
+
+    async def port_owned(self, task_id: int, state: dict[str, Any], placement: Placement | None, port: int) -> bool:
+        from .ports import slurm_port_owned
+
+        return await slurm_port_owned(self, task_id, state, placement, port)
+
+    async def listening_ports(self, task_id: int, state: dict[str, Any], placement: Placement | None) -> list[int]:
+        from .ports import slurm_listening
+
+        return await slurm_listening(self, task_id, state, placement)
+
+    def exec_argv(self, task_id: int, state: dict[str, Any], placement: Placement | None, argv: list[str], *,
+                  tty: bool) -> list[str]:
+        from .execute import slurm_exec_argv
+
+        return slurm_exec_argv(self, task_id, state, placement, argv, tty=tty)
+
+    async def signal(self, task_id: int, state: dict[str, Any], signame: str) -> None:
+        """``scancel --signal=USR1`` as the job's owner: every step's processes (the task on each node), not
+        the batch shell."""
+        if signame != "USR1":
+            raise LaunchError(f"only USR1 can be sent to a task, not {signame[:16]!r}")
+        job_id = str(state.get("job_id", ""))
+        if not job_id.isdigit():
+            return
+        user = state.get("user") if isinstance(state.get("user"), str) else None
+        try:
+            await self._run(self._argv("scancel", "--signal=USR1", job_id, user=user or self.submit_as))
+        except SlurmError as exc:
+            raise LaunchError(f"scancel --signal=USR1 {job_id} failed: {exc}") from exc
+
+    async def set_time_limit(self, task_id: int, state: dict[str, Any], seconds: int) -> None:
+        """``scontrol update JobId=J TimeLimit=M`` as the service (raising a limit needs a Slurm operator or
+        admin: the service's account must be one)."""
+        job_id = str(state.get("job_id", ""))
+        if not job_id.isdigit():
+            return
+        minutes = time_option(int(seconds) + int(self.grace_period) + 60)
+        try:
+            await self._run(self._argv("scontrol", "update", f"JobId={job_id}", f"TimeLimit={minutes}"))
+        except SlurmError as exc:
+            raise LaunchError(f"scontrol update JobId={job_id} TimeLimit={minutes} failed: {exc}") from exc

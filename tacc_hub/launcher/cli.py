@@ -22,6 +22,11 @@ MAX_SPEC_BYTES = 64 * 1024 * 1024
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
+VERBS = ("start", "prepare", "cancel", "kill", "signal", "exec")
+USAGE = ("usage: tacc-launcher RUN_DIR start|prepare|cancel|kill|signal ID\n"
+         "       tacc-launcher RUN_DIR exec ID [--tty] -- ARGV...")
+
+
 class Refused(Exception):
     """The launcher will not do this; ``str()`` is the reason."""
 
@@ -71,7 +76,7 @@ def check_private(fd: int, uid: int, what: str) -> None:
 def open_control(run_dir: str, task_id: str, uid: int, gid: int) -> int:
     """The fd of RUN_DIR/ID after checking both are the caller's private directories."""
     if not os.path.isabs(run_dir) or not task_id.isdigit() or len(task_id) > 19:
-        raise Refused("usage: tacc-launcher RUN_DIR start|prepare|cancel|kill ID (absolute RUN_DIR, numeric ID)")
+        raise Refused("usage: tacc-launcher RUN_DIR VERB ID (absolute RUN_DIR, numeric ID)")
     with as_caller(uid, gid):
         run_fd = os.open(run_dir, DIR_FLAGS)
         try:
@@ -116,18 +121,22 @@ def check_account(spec: dict[str, Any], caller_uid: int) -> dict[str, Any] | Non
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 3 or args[1] not in ("start", "prepare", "cancel", "kill"):
-        print("usage: tacc-launcher RUN_DIR start|prepare|cancel|kill ID", file=sys.stderr)
+    if len(args) < 3 or args[1] not in VERBS or (len(args) != 3 and args[1] != "exec"):
+        print(USAGE, file=sys.stderr)
         return 2
-    run_dir, verb, task_id = args
+    run_dir, verb, task_id = args[:3]
     uid, gid = caller()
     try:
         ctl = open_control(run_dir, task_id, uid, gid)
-        if verb in ("cancel", "kill"):
+        if verb in ("cancel", "kill", "signal"):
             from .supervise import signal_supervisor
 
-            signal_supervisor(ctl, uid, gid, hard=verb == "kill")
+            signal_supervisor(ctl, uid, gid, hard=verb == "kill", warn=verb == "signal")
             return 0
+        if verb == "exec":
+            from .execute import run_exec
+
+            return run_exec(ctl, uid, gid, args[3:])
         spec = json.loads(read_file(ctl, "launch.json", uid, gid))
         if not isinstance(spec, dict) or str(spec.get("task_id")) != task_id:
             raise Refused("launch.json does not describe this task")

@@ -4,7 +4,8 @@ It stays root (the task can neither signal it nor write its files), is a subreap
 the task become its children), and ends only when no descendant is left: when the task's main
 process exits, leftovers get SIGTERM and, a second later, SIGKILL; on ``cancel`` (SIGTERM to the
 supervisor) the whole tree gets SIGTERM and, after the grace period, SIGKILL; on ``kill`` (SIGUSR1)
-SIGKILL at once. Then it copies the log into the work tree when the plan asks (as the user) and
+SIGKILL at once; on ``signal`` (SIGUSR2) the task's main process gets SIGUSR1 (its time-limit
+warning). Then it copies the log into the work tree when the plan asks (as the user) and
 writes ``exitcode`` (and ``notes``) into the service's control directory: their presence means
 "every process of this run is gone", so the service may hand the GPUs on.
 
@@ -25,7 +26,7 @@ from .cli import Refused, read_file
 from .prepare import drop_to
 from .proctree import become_subreaper, descendants, kill_all, reap, signal_tree, start_time
 
-WATCHED = {signal.SIGCHLD, signal.SIGTERM, signal.SIGUSR1, signal.SIGHUP, signal.SIGINT}
+WATCHED = {signal.SIGCHLD, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGINT}
 LEFTOVER_GRACE_S = 1.0
 
 
@@ -144,6 +145,12 @@ def supervise(spec: dict[str, Any], account: dict[str, Any] | None, ctl: int, ta
         elif info.si_signo == signal.SIGUSR1:
             cancelled = True
             kill_at = now
+        elif info.si_signo == signal.SIGUSR2 and rc is None:
+            # ``signal``: the time-limit warning, SIGUSR1 to the task's main process (Slurm's --signal)
+            try:
+                os.kill(child, signal.SIGUSR1)
+            except ProcessLookupError:
+                pass
     _copy_log(spec, account, task_fd)
     notes = []
     if cancelled:
@@ -156,8 +163,9 @@ def supervise(spec: dict[str, Any], account: dict[str, Any] | None, ctl: int, ta
     return 0
 
 
-def signal_supervisor(ctl: int, uid: int, gid: int, *, hard: bool) -> None:
-    """``cancel``: SIGTERM to the supervisor (the task's grace period runs there); ``kill``: SIGUSR1."""
+def signal_supervisor(ctl: int, uid: int, gid: int, *, hard: bool, warn: bool = False) -> None:
+    """``cancel``: SIGTERM to the supervisor (the task's grace period runs there); ``kill``: SIGUSR1;
+    ``signal`` (``warn``): SIGUSR2, which the supervisor turns into SIGUSR1 to the task's main process."""
     try:
         info = json.loads(read_file(ctl, "supervisor.json", uid, gid, 4096))
     except FileNotFoundError:
@@ -169,4 +177,4 @@ def signal_supervisor(ctl: int, uid: int, gid: int, *, hard: bool) -> None:
         uids = next(line.split()[1:] for line in fh if line.startswith("Uid:"))
     if int(uids[0]) not in (0, os.geteuid()):
         raise Refused(f"pid {pid} is not a supervisor")
-    os.kill(pid, signal.SIGUSR1 if hard else signal.SIGTERM)
+    os.kill(pid, signal.SIGUSR2 if warn else signal.SIGUSR1 if hard else signal.SIGTERM)

@@ -237,6 +237,12 @@ class Network(Model):
     same_switch: bool = False
 
 
+RestartReason = Literal["failure", "node_failure", "preemption"]
+RESTART_REASONS: tuple[RestartReason, ...] = ("failure", "node_failure", "preemption")
+MAX_RESTARTS = 20
+DEFAULT_WARN_BEFORE = 300
+
+
 class QoS(Model):
     qos_class: Literal["interactive", "normal", "low"] = Field("normal", alias="class")
     preemptible: bool = False
@@ -249,6 +255,33 @@ class QoS(Model):
                     "`max_requeues` times, a service setting. It runs again from the start (or from its "
                     "checkpoint/, which is kept). Off: such a task fails, with the node named in its reason.",
     )
+
+    # Retries and time warnings (issue 19); left out of the dump while at their defaults, as requeue.
+    max_restarts: WholeNumber = Field(
+        0, ge=0, le=MAX_RESTARTS, exclude_if=lambda v: v == 0,
+        description="Start the task again, at most this many times, when its run ends for one of the reasons in "
+                    "`restart_on`; it waits again in its place by age after a backoff (30 s, doubling, at most "
+                    "10 min), keeps its checkpoint/ and appends to its log. Every run is listed (`tcloud show`).",
+    )
+    restart_on: list[RestartReason] = Field(
+        default_factory=lambda: list(RESTART_REASONS), min_length=1, max_length=len(RESTART_REASONS),
+        exclude_if=lambda v: list(v) == list(RESTART_REASONS),
+        description="Which ends of a run count for `max_restarts`: failure (it exited with a non-zero status), "
+                    "node_failure (a node under it failed), preemption (the cluster stopped it; a preemptible "
+                    "task stopped by our scheduler always waits again and counts for nothing).",
+    )
+    warn_before: DurationS = Field(
+        DEFAULT_WARN_BEFORE, exclude_if=lambda v: v == DEFAULT_WARN_BEFORE,
+        description="Seconds before the time limit at which the task's main process gets SIGUSR1 (as Slurm's "
+                    "--signal), so that it can checkpoint; accepts 5m. It sees its deadline as TACC_DEADLINE.",
+    )
+
+    @field_validator("restart_on")
+    @classmethod
+    def _unique_reasons(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("entries must be unique")
+        return sorted(v)
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
@@ -316,6 +349,12 @@ def _in_userdir(value: str) -> str:
 UserDirPath = Annotated[str, AfterValidator(_in_userdir)]
 
 
+class TensorBoard(Model):
+    """TensorBoard beside the task (issue 19): its log directory, relative to the task's work directory."""
+
+    logdir: RelPath = Field(description="Event-file directory, relative to the task's working directory, e.g. runs.")
+
+
 # --- the task ----------------------------------------------------------------------
 
 
@@ -352,6 +391,25 @@ class TaskSpec(Model):
         description="The group the task is accounted to (sbatch --account); must be the owner's own group, "
                     "checked at submit.",
     )
+
+    ports: list[Annotated[WholeNumber, Field(ge=1024, le=65535)]] = Field(
+        default_factory=list, max_length=16, exclude_if=lambda v: not v,
+        description="TCP ports the task serves HTTP on (on its first node), shown as links; each is reachable, by "
+                    "its owner and admins only, at /tasks/ID/proxy/PORT/ of the service. A port it opens without "
+                    "declaring it is reachable too, once it listens.",
+    )
+    tensorboard: TensorBoard | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="Start TensorBoard beside the task, as its owner, reading this log directory; it is linked "
+                    "from the task and reachable through the service's proxy.",
+    )
+
+    @field_validator("ports")
+    @classmethod
+    def _unique_ports(cls, v: list[int]) -> list[int]:
+        if len(set(v)) != len(v):
+            raise ValueError("entries must be unique")
+        return sorted(v)
 
     @field_validator("datasets", "outputs")
     @classmethod

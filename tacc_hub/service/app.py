@@ -42,12 +42,18 @@ from .base import ServiceContext
 from .cluster import ClusterHandler
 from .code import CodeHandler
 from .controller import Controller
+from .execws import ROUTES as EXEC_ROUTES
+from .gpusampler import GpuSampler
 from .logs import LogsHandler, LogStreamHandler
 from .meta import HealthHandler, OpenAPIHandler, WhoAmIHandler
 from .offload import HeavyWork
 from .openapi import build_openapi
+from .proxy import ROUTES as PROXY_ROUTES
 from .quotas import GroupsHandler, MyQuotaHandler, QuotaHandler, QuotasHandler, UserGroupHandler
+from .running import ROUTES as RUNNING_ROUTES
+from .running_settings import RunningSettings
 from .tasks import CancelHandler, OutputsHandler, TaskHandler, TasksHandler
+from .taskusage import ROUTES as USAGE_ROUTES
 from .tokens import TOKEN_ROUTES
 from .usage import UsageHandler
 
@@ -73,6 +79,10 @@ ROUTES: list[tuple[str, Any]] = [
     (r"/api/admin/usage", UsageHandler),
     (r"/api/admin/users/(?P<user>[^/]+)/group", UserGroupHandler),
     *TOKEN_ROUTES,
+    *RUNNING_ROUTES,  # a running task's time and runs (running.py)
+    *USAGE_ROUTES,  # its GPU samples (taskusage.py)
+    *EXEC_ROUTES,  # exec and shell (execws.py)
+    *PROXY_ROUTES,  # its web ports (proxy.py)
 ]
 
 
@@ -238,6 +248,20 @@ class TaccHub(Application):
     slurm_submit_as = Unicode("", config=True, help="Submit and cancel Slurm jobs as this user (through "
                               "`runuser -u USER --`; the service must run as root) and hand it the task "
                               "directories. Empty: as the service's own user.")
+    max_time_limit = Integer(7 * 86400, config=True, help="Longest a task's run may last, in seconds, extensions "
+                             "included: `tcloud extend` beyond it is refused (naming this limit).")
+    gpu_sample_interval = Float(30.0, config=True, help="Seconds between samples of every running task's GPU "
+                                "utilization (GET /api/tasks/ID/usage, `tcloud show`); 0 turns sampling off.")
+    gpu_query_command = List(Unicode(), ["nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used",
+                                         "--format=csv,noheader,nounits"], config=True,
+                             help="Command that prints one line 'index, utilization %, memory MiB' per GPU of the "
+                             "node it runs on (nvidia-smi's CSV). Where it is missing, no samples are taken.")
+    tensorboard_command = List(Unicode(), ["tensorboard"], config=True,
+                               help="TensorBoard as a task with `tensorboard: {logdir: ...}` starts it beside "
+                               "itself (run as the task's user, in its environment; found on its PATH).")
+    max_exec_sessions = Integer(4, config=True, help="Exec and shell sessions one user may have open at once.")
+    exec_idle_timeout = Float(3600.0, config=True, help="Seconds a shell may sit with no input or output before "
+                              "the service closes it.")
     max_requeues = Integer(3, config=True, help="Most times a task that asks for it (qos.requeue) is put back in "
                            "the queue after a node it ran on failed (Slurm NODE_FAIL); after that, or when it does "
                            "not ask, such a task fails with the node named in its reason. 0: never requeue.")
@@ -411,6 +435,12 @@ class TaccHub(Application):
             "gpu_types": sorted({n.gpu_type for n in nodes if n.gpu_type}),
         }
 
+    def running_settings(self) -> RunningSettings:
+        return RunningSettings(
+            max_time_limit=self.max_time_limit, gpu_sample_interval=self.gpu_sample_interval,
+            gpu_query_command=tuple(self.gpu_query_command), tensorboard_command=tuple(self.tensorboard_command),
+            max_exec_sessions=self.max_exec_sessions, exec_idle_timeout=self.exec_idle_timeout)
+
     def open_store(self) -> Store:
         Path(self.state_dir).mkdir(parents=True, exist_ok=True)
         Path(self.state_dir).chmod(0o700)  # the store, tokens, cookie secret, code store: the service's alone
@@ -449,13 +479,17 @@ class TaccHub(Application):
                              max_code_bytes=self.max_code_bytes,
                              max_body_bytes=self.max_body_bytes, log_poll_interval=self.log_poll_interval,
                              quota_period=self.quota_period, quotas_changed=changed,
-                             heavy=HeavyWork(workers=self.heavy_workers), archive_limits=limits)
+                             heavy=HeavyWork(workers=self.heavy_workers), archive_limits=limits,
+                             running=self.running_settings())
+        controller.running = ctx.running
         return ctx, make_app(ctx, self.base_url, hub=hub, cookie_secret=self.cookie_secret() if hub else None)
 
     async def serve(self) -> None:
         self.check_identity()
         ctx, app = self.build()
         await ctx.controller.start()
+        sampler = GpuSampler(ctx)
+        sampler.start()
         # Every API handler streams its body and sets its own limit before reading any of it (see base.py);
         # a body must arrive within 5 minutes, and a connection idle for 75 s between requests is closed.
         server = tornado.httpserver.HTTPServer(app, max_body_size=max(self.max_body_bytes, self.max_code_bytes),
@@ -472,6 +506,7 @@ class TaccHub(Application):
         self.log.info("stopping; running tasks keep running and are re-adopted at the next start")
         server.stop()
         ctx.heavy.close()
+        await sampler.stop()
         await ctx.controller.stop()
         ctx.store.close()
 

@@ -34,6 +34,7 @@ from tacc_hub.store import Store, TaskRecord
 from .auth import Authenticator, Denied, Identity
 from .controller import Controller
 from .offload import Busy, HeavyWork
+from .running_settings import RunningSettings
 
 T = TypeVar("T")
 
@@ -59,6 +60,7 @@ class ServiceContext:
     quotas_changed: Callable[[], None] = lambda: None  # called after every quota or membership change
     heavy: HeavyWork = field(default_factory=HeavyWork)  # CPU-heavy request work, off the event loop
     archive_limits: ArchiveLimits = DEFAULT_LIMITS  # caps on what an uploaded code snapshot unpacks to
+    running: RunningSettings = field(default_factory=RunningSettings)  # ports, exec, time, GPU samples
 
 
 def _raise(exc: BaseException, *args: object, **kwargs: object) -> None:

@@ -52,6 +52,7 @@ from tacc_hub.store import InsertBatcher, NewTask, Store, TaskRecord, TaskStatus
 from . import nodes
 from .gcpause import GcPacer
 from .recovery import RecoveryMixin, launched
+from .running_settings import RunningSettings
 
 log = logging.getLogger("tacc_hub.controller")
 
@@ -118,6 +119,7 @@ def _own_connections(store: Store) -> bool:
 
 
 class Controller(RecoveryMixin):
+    running: RunningSettings = RunningSettings()  # site settings of ports, exec, time; the app sets them
     def __init__(
         self,
         store: Store,

@@ -7,6 +7,7 @@ from .batcher import InsertBatcher
 from .models import api_tokens, code_snapshots, memberships, metadata, quotas, tasks
 from .quotas import DEFAULT_GROUP, DEFAULT_NAME, QuotaError, QuotaRow
 from .records import NewTask, TaskRecord
+from .running import Attempt, AuditEvent, GpuSample
 from .status import ACTIVE, TERMINAL, TRANSITIONS, IllegalTransition, TaskStatus, can_move, check_move
 from .store import Store, TaskFields, alembic_config
 from .tokens import TokenGrant, TokenInfo
@@ -17,6 +18,9 @@ __all__ = [
     "DEFAULT_NAME",
     "TERMINAL",
     "TRANSITIONS",
+    "Attempt",
+    "AuditEvent",
+    "GpuSample",
     "IllegalTransition",
     "InsertBatcher",
     "NewTask",

@@ -133,3 +133,57 @@ runs = sa.Table(
 """Earlier runs of tasks that were preempted (the task row keeps only its current run): charged
 to the owner's GPU-hours like any run. Rows are only added."""
 
+
+ATTEMPT_OUTCOME_LEN = 16
+
+task_attempts = sa.Table(
+    "task_attempts",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_id", sa.Integer, nullable=False),
+    sa.Column("attempt", sa.Integer, nullable=False),  # 0 for the first run (TACC_ATTEMPT)
+    sa.Column("started_at", sa.Double, nullable=False),
+    sa.Column("finished_at", sa.Double, nullable=False),
+    sa.Column("outcome", sa.String(ATTEMPT_OUTCOME_LEN), nullable=False),  # succeeded, failed, preempted, ...
+    sa.Column("exit_code", sa.Integer, nullable=True),
+    sa.Column("reason", sa.Text, nullable=True),
+    sa.Column("nodes", sa.Text, nullable=True),  # comma-separated node names of its placement
+    sa.Index(None, "task_id", "attempt"),
+)
+"""Every ended run of a task, one row each (a task with retries or preemptions has several); only added."""
+
+time_extensions = sa.Table(
+    "time_extensions",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_id", sa.Integer, nullable=False, index=True),
+    sa.Column("at", sa.Double, nullable=False),
+    sa.Column("seconds", sa.Integer, nullable=False),
+    sa.Column("by_user", sa.String(NAME_LEN), nullable=False),
+)
+"""Extensions of a running task's time limit: its limit is the plan's plus the sum of its rows."""
+
+AUDIT_ACTION_LEN = 32
+
+audit_events = sa.Table(
+    "audit_events",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("at", sa.Double, nullable=False, index=True),
+    sa.Column("actor", sa.String(NAME_LEN), nullable=False),
+    sa.Column("action", sa.String(AUDIT_ACTION_LEN), nullable=False),  # exec, shell, extend, ...
+    sa.Column("task_id", sa.Integer, nullable=True),
+    sa.Column("detail", sa.Text, nullable=False),  # JSON: what was done (argv, seconds, before/after)
+)
+"""Who did what to which task, when (exec and shell sessions, extensions); rows are only added."""
+
+gpu_samples = sa.Table(
+    "gpu_samples",
+    metadata,
+    sa.Column("task_id", sa.Integer, primary_key=True),
+    sa.Column("at", sa.Double, primary_key=True),
+    sa.Column("util", sa.Double, nullable=False),  # mean GPU utilization over the task's GPUs, percent
+    sa.Column("memory_mib", sa.Double, nullable=True),  # GPU memory used, summed over its GPUs
+    sa.Column("gpus", sa.Integer, nullable=False),  # how many of its GPUs answered
+)
+"""GPU utilization of running tasks, sampled (``TaccHub.gpu_sample_interval``)."""

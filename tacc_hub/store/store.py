@@ -50,6 +50,7 @@ from sqlalchemy.pool import StaticPool
 from .models import tasks
 from .quotas import QuotaStore
 from .records import NewTask, TaskRecord
+from .running import RunningStore
 from .status import ACTIVE, TaskStatus, check_move
 from .tokens import CodeOwnerStore, TokenStore
 
@@ -101,7 +102,7 @@ def alembic_config(url: str | None = None) -> Config:
     return cfg
 
 
-class Store(QuotaStore, TokenStore, CodeOwnerStore):
+class Store(QuotaStore, TokenStore, CodeOwnerStore, RunningStore):
     """Tasks, API tokens, quotas and memberships in SQLite or PostgreSQL; see the module docstring.
 
     Quota, membership and usage methods come from :class:`~tacc_hub.store.quotas.QuotaStore`; tokens and
