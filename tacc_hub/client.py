@@ -275,6 +275,23 @@ class TaccClient:
         return self._json("PUT", f"/api/code/{digest}", body=data, content_type="application/gzip")
 
     # cluster
+    def extend(self, task_id: int, seconds: int) -> dict[str, Any]:
+        """Extend a running task's time limit by ``seconds``; the task as the service now sees it."""
+        body = json.dumps({"seconds": int(seconds)}).encode()
+        return self._json("POST", f"/api/tasks/{int(task_id)}/extend", body=body)
+
+    def attempts(self, task_id: int) -> dict[str, Any]:
+        """The task's runs: ``{"attempts": [{"attempt", "started_at", "finished_at", "outcome", ...}]}``."""
+        return self._json("GET", f"/api/tasks/{int(task_id)}/attempts")
+
+    def usage(self, task_id: int) -> dict[str, Any]:
+        """The task's sampled GPU utilization: ``{"samples": [...], "mean_util": ..., ...}``."""
+        return self._json("GET", f"/api/tasks/{int(task_id)}/usage")
+
+    def ports(self, task_id: int) -> dict[str, Any]:
+        """The task's web ports: ``{"ports": [{"port", "declared", "listening", "label", "url"}]}``."""
+        return self._json("GET", f"/api/tasks/{int(task_id)}/ports")
+
     def cluster(self) -> dict[str, Any]:
         return self._json("GET", "/api/cluster")
 

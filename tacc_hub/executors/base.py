@@ -137,6 +137,12 @@ class Executor(abc.ABC):
         """The task's time limit is now ``seconds`` from its start (an extension). Default: nothing to tell
         the cluster (the service enforces the limit itself)."""
 
+    async def gpu_usage(self, task_id: int, state: dict[str, Any], placement: Placement | None,
+                        command: tuple[str, ...]) -> list[tuple[float, float | None]]:
+        """(utilization %, memory MiB or None) of each of the task's GPUs now, read with ``command``
+        (``TaccHub.gpu_query_command``); empty where it cannot be read."""
+        return []
+
     def unavailable(self) -> str | None:
         """Why no task can be launched now (the cluster has been unreachable too long), or None."""
         return None

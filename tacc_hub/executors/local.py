@@ -307,3 +307,9 @@ class LocalExecutor(Executor):
         rc, err = await self._call("signal", task_id)
         if rc != 0:
             raise LaunchError(f"tacc-launcher signal failed: {err}")
+
+    async def gpu_usage(self, task_id: int, state: dict[str, Any], placement: Placement | None,
+                        command: tuple[str, ...]) -> list[tuple[float, float | None]]:
+        from .gpuquery import local_gpu_usage
+
+        return await local_gpu_usage(self, task_id, state, placement, command)

@@ -582,3 +582,9 @@ class SlurmExecutor(Executor):
             await self._run(self._argv("scontrol", "update", f"JobId={job_id}", f"TimeLimit={minutes}"))
         except SlurmError as exc:
             raise LaunchError(f"scontrol update JobId={job_id} TimeLimit={minutes} failed: {exc}") from exc
+
+    async def gpu_usage(self, task_id: int, state: dict[str, Any], placement: Placement | None,
+                        command: tuple[str, ...]) -> list[tuple[float, float | None]]:
+        from .gpuquery import slurm_gpu_usage
+
+        return await slurm_gpu_usage(self, task_id, state, placement, command)
