@@ -262,6 +262,8 @@ class TaccHub(Application):
     max_exec_sessions = Integer(4, config=True, help="Exec and shell sessions one user may have open at once.")
     exec_idle_timeout = Float(3600.0, config=True, help="Seconds a shell may sit with no input or output before "
                               "the service closes it.")
+    restart_backoff = Float(30.0, config=True, help="Seconds a task that asks for restarts (qos.max_restarts) waits "
+                            "before its first restart; it doubles for each further one, up to 10 minutes.")
     max_requeues = Integer(3, config=True, help="Most times a task that asks for it (qos.requeue) is put back in "
                            "the queue after a node it ran on failed (Slurm NODE_FAIL); after that, or when it does "
                            "not ask, such a task fails with the node named in its reason. 0: never requeue.")
@@ -482,6 +484,7 @@ class TaccHub(Application):
                              heavy=HeavyWork(workers=self.heavy_workers), archive_limits=limits,
                              running=self.running_settings())
         controller.running = ctx.running
+        controller.restart_backoff = self.restart_backoff
         return ctx, make_app(ctx, self.base_url, hub=hub, cookie_secret=self.cookie_secret() if hub else None)
 
     async def serve(self) -> None:
