@@ -23,6 +23,16 @@ Invariants:
   for it (``qos.requeue``, at most ``max_requeues`` times) and the failed nodes are
   taken out of scheduling; while the executor cannot reach its cluster nothing is
   launched and waiting tasks say why; a launch that could not reach it waits again.
+- Retries (``recovery``): a run that ends for a reason in ``qos.restart_on`` goes back to PENDING
+  (at most ``qos.max_restarts`` times), held out of the policy's queue for a backoff of
+  ``restart_backoff * 2**n`` seconds (at most ``MAX_BACKOFF``); the hold and the counts live in
+  ``executor_state`` (``recovery.SERVICE_KEYS``), so they survive a restart of the service.
+- Every ended run is recorded (``Store.add_attempt``); ``Launch.attempt`` (TACC_ATTEMPT) counts the
+  earlier runs.
+- Time: a run's limit is its plan's plus its own extensions (``extend``; a new run starts from the
+  plan's again); the task is launched with its deadline (TACC_DEADLINE) and gets SIGUSR1 once per
+  limit at ``deadline - qos.warn_before`` (only when that is after its start; an extension re-arms
+  it; warning and extensions are kept in ``executor_state``: a restart does not warn twice).
 """
 
 from __future__ import annotations
@@ -44,14 +54,15 @@ from tacc_hub.scheduler.durations import RunTimePredictor
 from tacc_hub.scheduler.explain import OVER_QUOTA
 from tacc_hub.scheduler.policy import Explanation, Limits, Policy, Quotas, TaskView
 from tacc_hub.scheduler.queue import LiveQueue
-from tacc_hub.scheduler.quota import exhausted, period_start, refusal
+from tacc_hub.scheduler.quota import exhausted, period_start, refusal, usage_by_group
 from tacc_hub.schema import SnapshotCode, SpecError, TaskSpec
+from tacc_hub.schema.task import DEFAULT_WARN_BEFORE
 from tacc_hub.snapshot import CodeStore
 from tacc_hub.store import InsertBatcher, NewTask, Store, TaskRecord, TaskStatus
 
 from . import nodes
 from .gcpause import GcPacer
-from .recovery import RecoveryMixin, launched
+from .recovery import ATTEMPT_KEY, EXTENDED_KEY, WARNED_KEY, RecoveryMixin, launched, restart_policy
 from .running_settings import RunningSettings
 
 log = logging.getLogger("tacc_hub.controller")
@@ -66,6 +77,19 @@ class Conflict(Exception):
     """The request is valid but the task's state does not allow it (HTTP 409)."""
 
 
+class LimitRefused(Exception):
+    """A request over a site limit or a budget (HTTP 422); ``field`` names the request field."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+class ExecutorFailed(Exception):
+    """The executor could not carry out a change to a running task (HTTP 502); nothing was recorded."""
+
+
 @dataclass
 class Live:
     """What the controller keeps in memory about a non-terminal task."""
@@ -78,8 +102,16 @@ class Live:
     started_at: float | None = None
     cancel_requested: bool = False
     busy: bool = False  # a launch, cancel or preemption is in flight
-    attempt: int = 0  # earlier runs (preempted)
+    attempt: int = 0  # earlier runs (preempted, requeued, restarted): TACC_ATTEMPT
+    extended: int = 0  # seconds this run's limit was extended by (extend)
+    warn_before: int = DEFAULT_WARN_BEFORE  # qos.warn_before: SIGUSR1 this long before the limit
     label: str = ""  # for people, in other tasks' queue details: "task 12", "Jupyter server jupyter-bob (task 11)"
+
+
+    @property
+    def limit(self) -> int:
+        """The run's effective time limit: the plan's plus this run's extensions (seconds)."""
+        return self.time_limit + self.extended
 
 
 SERVER_WRAPPER = "tacc_server.py"  # the entrypoint TaccSpawner gives a server task (spawner.payload.WRAPPER_NAME)
@@ -104,6 +136,17 @@ def task_view(task_id: int, owner: str, group: str, submitted_at: float, spec: d
         time_limit=float(r.get("time_limit", 3600)), queued=submitted_at,
         spread_ok=net.get("rdma", "preferred") != "required" and not net.get("same_switch", False),
     )
+
+
+def warn_before_of(spec: dict[str, Any] | None) -> int:
+    """The spec's ``qos.warn_before`` (seconds; left out of a stored spec at its default)."""
+    v = ((spec or {}).get("qos") or {}).get("warn_before", DEFAULT_WARN_BEFORE)
+    return v if type(v) is int and v > 0 else DEFAULT_WARN_BEFORE
+
+
+def _state_int(state: dict[str, Any] | None, key: str) -> int:
+    v = (state or {}).get(key)
+    return v if type(v) is int and v > 0 else 0
 
 
 def request_for(task_id: int, owner: str, spec_or_plan: TaskSpec | ExecutionPlan) -> Request:
@@ -138,6 +181,7 @@ class Controller(RecoveryMixin):
         down_recheck: float = 10.0,
         node_refresh_interval: float = 30.0,
         gc_freeze_interval: float = 600.0,
+        restart_backoff: float = 30.0,
     ) -> None:
         self.store = store
         self.executor = executor
@@ -175,7 +219,8 @@ class Controller(RecoveryMixin):
         self._bg: set[asyncio.Task[Any]] = set()
         self.gc = GcPacer(gc_freeze_interval)
         executor.set_waker(self.wake)
-        self._init_recovery(max_requeues, down_recheck)
+        self._extending = asyncio.Lock()  # one extension at a time: each checks the limits against the last
+        self._init_recovery(max_requeues, down_recheck, restart_backoff)
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -306,13 +351,19 @@ class Controller(RecoveryMixin):
             plan = rec.plan or {}
             limit = int(plan.get("resources", {}).get("time_limit", 3600))
             view = self._view(rec.id, rec.owner, rec.name, rec.digest, rec.submitted_at, rec.spec or {})
+            attempt = _state_int(rec.executor_state, ATTEMPT_KEY)
             if rec.status == S.PENDING:
                 self._enqueue(view, rec.spec or {})
+                self._recover_hold(rec)
+                if attempt:
+                    self.attempts[rec.id] = attempt
                 continue
             if rec.status == S.STARTING and not launched(rec.executor_state):
                 self.store.transition(rec.id, S.PENDING, expected=S.STARTING, placement=None,
                                       reason="requeued: the service restarted before the task was launched")
                 self._enqueue(view, rec.spec or {})
+                if attempt:
+                    self.attempts[rec.id] = attempt
                 continue
             placement = Placement.model_validate(rec.placement) if rec.placement else None
             if placement is not None:
@@ -323,6 +374,8 @@ class Controller(RecoveryMixin):
             self.live[rec.id] = Live(
                 owner=rec.owner, status=status, time_limit=limit, placement=placement, label=label_of(rec),
                 state=dict(rec.executor_state or {}), started_at=rec.started_at, cancel_requested=rec.cancel_requested,
+                attempt=attempt, extended=_state_int(rec.executor_state, EXTENDED_KEY),
+                warn_before=warn_before_of(rec.spec),
             )
             log.info("recovered task %s (%s)", rec.id, status)
         await self.observe()
@@ -385,6 +438,8 @@ class Controller(RecoveryMixin):
                                          reason="cancelled before it started")
             if done is not None:
                 self.queue.drop(rec.id)
+                self.held.pop(rec.id, None)
+                self.attempts.pop(rec.id, None)
                 self._changed = True
                 return done
             rec = self.store.get(rec.id) or rec  # it moved on; cancel it where it is now
@@ -433,6 +488,8 @@ class Controller(RecoveryMixin):
     async def tick(self) -> None:
         await self.observe()
         self.enforce_time_limits()
+        self.warn_deadlines()
+        self._release_held()
         since = time.time() - self._quotas_at
         if (self._quotas_stale and since >= 1.0) or since >= self.quota_refresh:  # at most once a second
             self.reload_quotas()
@@ -462,14 +519,22 @@ class Controller(RecoveryMixin):
         elif obs.status == "exited":
             to, reason = S.FAILED, (obs.reason or "").replace(REQUEUE_MARK, "").strip() or \
                 f"exited with status {obs.exit_code}"
+            if self._failed_by_itself(live, obs):
+                if self._restart(task_id, live, now, "failure", reason, outcome="failed", exit_code=obs.exit_code):
+                    return
+                reason = f"{reason}{self._no_restart_note(task_id, 'failure')}"
         else:
             to, reason = S.LOST, obs.reason or "the executor lost the task"
         self._finish(task_id, live, to, reason=reason, exit_code=obs.exit_code, now=now)
 
     def _finish(self, task_id: int, live: Live, to: TaskStatus, *, reason: str | None,
-                exit_code: int | None = None, now: float | None = None) -> None:
-        done = self.store.transition(task_id, to, expected=live.status, finished_at=now or time.time(),
+                exit_code: int | None = None, now: float | None = None, outcome: str | None = None) -> None:
+        """End the task as ``to``; its run (if it ran) is recorded with ``outcome`` (default: from ``to``)."""
+        now = now or time.time()
+        done = self.store.transition(task_id, to, expected=live.status, finished_at=now,
                                      reason=reason, exit_code=exit_code)
+        if done is not None:
+            self._record_attempt(task_id, live, now, outcome or str(to), exit_code=exit_code, reason=reason)
         if done is None:
             rec = self.store.get(task_id)
             log.warning("task %s was no longer %s when finishing as %s (now %s)", task_id, live.status, to,
@@ -480,6 +545,8 @@ class Controller(RecoveryMixin):
         self.live.pop(task_id, None)
         self.attempts.pop(task_id, None)
         self.requeues.pop(task_id, None)
+        self.restarts.pop(task_id, None)
+        self.held.pop(task_id, None)
         self.queue.drop(task_id)
         self._changed = True
         if self.quotas is not None and self._has_budgets():
@@ -488,14 +555,51 @@ class Controller(RecoveryMixin):
             self._observe_run(done)
         self.wake()
 
+    def _record_attempt(self, task_id: int, live: Live, now: float, outcome: str, *,
+                        exit_code: int | None = None, reason: str | None = None) -> None:
+        """Record the run that just ended (nothing when it never started); a failure to write is logged."""
+        if live.started_at is None:
+            return
+        nodes_of = [s.node for s in live.placement.nodes] if live.placement else []
+        try:
+            self.store.add_attempt(task_id, live.attempt, live.started_at, now, outcome, exit_code=exit_code,
+                                   reason=reason, nodes=nodes_of)
+        except Exception:
+            log.exception("recording run %s of task %s failed", live.attempt, task_id)
+
     def enforce_time_limits(self) -> None:
         now = time.time()
         for task_id, live in list(self.live.items()):
-            overdue = live.started_at is not None and now - live.started_at > live.time_limit
+            overdue = live.started_at is not None and now - live.started_at > live.limit
             if live.status == S.RUNNING and not live.busy and overdue:
-                self._spawn(self._kill(task_id, S.FAILED, f"time limit of {live.time_limit} s reached"))
+                self._spawn(self._kill(task_id, S.FAILED, f"time limit of {live.limit} s reached",
+                                       outcome="time_limit"))
 
-    async def _kill(self, task_id: int, to: TaskStatus, reason: str) -> None:
+    def warn_deadlines(self, now: float | None = None) -> None:
+        """SIGUSR1 to each running task whose warning time (``deadline - qos.warn_before``) has come, once per
+        limit: the limit warned at is kept in its ``executor_state`` (a restart of the service does not warn
+        again; an extension, a new limit, does). No warning when that time is not after the run's start."""
+        now = time.time() if now is None else now
+        for task_id, live in list(self.live.items()):
+            if live.status != S.RUNNING or live.busy or live.started_at is None:
+                continue
+            limit = live.limit
+            if live.state.get(WARNED_KEY) == limit or limit <= live.warn_before:
+                continue
+            if now < live.started_at + limit - live.warn_before:
+                continue
+            live.state = {**live.state, WARNED_KEY: limit}
+            self.store.update(task_id, expected=(S.RUNNING,), executor_state=live.state)
+            self._spawn(self._warn(task_id, live.state, limit))
+
+    async def _warn(self, task_id: int, state: dict[str, Any], limit: int) -> None:
+        try:
+            await self.executor.signal(task_id, state, "USR1")
+            log.info("task %s: SIGUSR1 sent, its time limit of %s s ends soon", task_id, limit)
+        except Exception as exc:  # never fatal: the limit is enforced anyway
+            log.warning("task %s: the time-limit warning (SIGUSR1) could not be sent: %s", task_id, exc)
+
+    async def _kill(self, task_id: int, to: TaskStatus, reason: str, *, outcome: str | None = None) -> None:
         live = self.live.get(task_id)
         if live is None or live.busy:
             return
@@ -505,7 +609,7 @@ class Controller(RecoveryMixin):
         finally:
             live.busy = False
         if task_id in self.live:
-            self._finish(task_id, live, to, reason=reason)
+            self._finish(task_id, live, to, reason=reason, outcome=outcome)
 
     def schedule(self) -> None:
         if not self.queue.waiting or self._cluster_unavailable():
@@ -527,7 +631,8 @@ class Controller(RecoveryMixin):
                 continue
             assert rec.plan is not None
             live = Live(owner=rec.owner, status=S.STARTING, placement=placement, busy=True, label=label_of(rec),
-                        time_limit=int(rec.plan["resources"]["time_limit"]), attempt=self.attempts.pop(tid, 0))
+                        time_limit=int(rec.plan["resources"]["time_limit"]), attempt=self.attempts.pop(tid, 0),
+                        warn_before=warn_before_of(rec.spec))
             self.live[tid] = live
             self._spawn(self._launch(rec, live, placement))
 
@@ -556,29 +661,36 @@ class Controller(RecoveryMixin):
             live.status = S.CANCELLING
             self._finish(task_id, live, S.CANCELLED, reason="cancelled")
             return
-        self._back_to_queue(task_id, live, now, reason=(
+        self._back_to_queue(task_id, live, now, outcome="preempted", reason=(
             f"preempted at {time.strftime('%H:%M:%S', time.gmtime(now))} UTC for a task with a "
             "higher claim; waiting again in its place by age"))
 
-    def _back_to_queue(self, task_id: int, live: Live, now: float, *, reason: str,
-                       executor_state: dict[str, Any] | None = None) -> bool:
-        """A RUNNING task whose run ended without it failing (preempted, or its node failed) waits again: the
-        run is charged, its place is its submission time. False when it moved on underneath (a cancel: it is
-        then finished as cancelled)."""
+    def _back_to_queue(self, task_id: int, live: Live, now: float, *, reason: str, outcome: str,
+                       executor_state: dict[str, Any] | None = None, exit_code: int | None = None,
+                       run_reason: str | None = None, hold_until: float | None = None) -> bool:
+        """A RUNNING task whose run ended waits again (preempted, its node failed, restarted): the run is
+        charged and recorded (``outcome``), its place is its submission time; with ``hold_until`` it is kept
+        out of the policy's queue until then. ``executor_state`` holds the service's keys to keep (the
+        attempt and the requeue and restart counts are added). False when it moved on underneath (a cancel:
+        it is then finished as cancelled)."""
         view = self.queue.running.get(task_id)
         if live.started_at is not None and view is not None:  # this run is charged like any other
             self.store.record_run(task_id, live.owner, view.gpus, live.started_at, now)
+        kept = self._service_state(task_id, {**(executor_state or {}), ATTEMPT_KEY: live.attempt + 1})
         moved = self.store.transition(task_id, S.PENDING, expected=S.RUNNING, placement=None,
-                                      executor_state=executor_state, started_at=None, reason=reason)
+                                      executor_state=kept, started_at=None, reason=reason)
         if moved is None:  # moved on underneath (a cancel): finish it where it is
             rec = self.store.get(task_id)
             if rec is not None and rec.status == S.CANCELLING:
                 live.status = S.CANCELLING
                 self._finish(task_id, live, S.CANCELLED, reason="cancelled")
             return False
+        self._record_attempt(task_id, live, now, outcome, exit_code=exit_code, reason=run_reason or reason)
         self.live.pop(task_id, None)
         self.attempts[task_id] = live.attempt + 1
         self.queue.requeue(task_id, now)
+        if hold_until is not None:
+            self._hold(task_id, hold_until)
         self._changed = True
         self.wake()
         return True
@@ -592,9 +704,10 @@ class Controller(RecoveryMixin):
             live.busy = False
             self._finish(rec.id, live, S.FAILED, reason=f"could not start: {exc}")
             return
+        deadline = time.time() + live.time_limit  # a new run starts from the plan's limit
         try:
             state = await self.executor.launch(Launch(task_id=rec.id, owner=rec.owner, plan=plan, placement=placement,
-                                                      attempt=live.attempt, account=account,
+                                                      attempt=live.attempt, deadline=deadline, account=account,
                                                       group=self.group_of(rec.owner)))
         except LaunchUnavailable as exc:
             self._launch_unavailable(rec, live, exc)
@@ -609,7 +722,7 @@ class Controller(RecoveryMixin):
             self._finish(rec.id, live, S.FAILED, reason=f"could not start: internal error {type(exc).__name__}")
             return
         now = time.time()
-        state = self._with_requeues(rec.id, state)
+        state = self._service_state(rec.id, {**state, ATTEMPT_KEY: live.attempt})
         live.state = state
         live.started_at = now
         moved = self.store.transition(rec.id, S.RUNNING, expected=S.STARTING, executor_state=state, started_at=now)
@@ -703,6 +816,107 @@ class Controller(RecoveryMixin):
         live = self.live.get(task_id)
         if live is not None:
             return live.status
-        if task_id in self.queue.waiting:
+        if task_id in self.queue.waiting or task_id in self.held:
             return S.PENDING
         return None
+
+    # --- time and runs (issue 19) -------------------------------------------------------
+
+    def time_info(self, rec: TaskRecord, now: float | None = None) -> dict[str, Any]:
+        """The task JSON's time and run fields, from the live view (no query): ``time_limit`` (effective, this
+        run's extensions included), ``deadline`` and ``time_left`` (a running task's), ``attempt`` (the
+        current run, or the next one of a waiting task, or the last one of an ended task), ``max_restarts``."""
+        now = time.time() if now is None else now
+        live = self.live.get(rec.id)
+        plan_limit = int(((rec.plan or {}).get("resources") or {}).get("time_limit", 0)) or None
+        if plan_limit is None:
+            plan_limit = int(((rec.spec or {}).get("resources") or {}).get("time_limit", 3600))
+        most, _ = restart_policy(rec.spec)
+        if live is not None and live.started_at is not None and live.status in (S.RUNNING, S.CANCELLING):
+            deadline = live.started_at + live.limit
+            return {"time_limit": live.limit, "deadline": deadline, "time_left": max(0.0, deadline - now),
+                    "attempt": live.attempt, "max_restarts": most}
+        attempt = live.attempt if live is not None else self.attempts.get(rec.id, _state_int(rec.executor_state,
+                                                                                              ATTEMPT_KEY))
+        limit = plan_limit
+        if rec.status.is_terminal():
+            limit += _state_int(rec.executor_state, EXTENDED_KEY)  # its last run's extensions
+        return {"time_limit": limit, "deadline": None, "time_left": None, "attempt": attempt, "max_restarts": most}
+
+    def runs(self, rec: TaskRecord) -> list[dict[str, Any]]:
+        """The task's runs, first first: the ended ones (``Store.attempts``), then the current one as "running"."""
+        out = [a.to_json() for a in self.store.attempts(rec.id)]
+        live = self.live.get(rec.id)
+        if live is not None and live.started_at is not None and live.status in (S.RUNNING, S.CANCELLING):
+            out.append({"attempt": live.attempt, "started_at": live.started_at, "finished_at": None,
+                        "outcome": "running", "exit_code": None, "reason": None,
+                        "nodes": [s.node for s in live.placement.nodes] if live.placement else []})
+        return out
+
+    async def extend(self, rec: TaskRecord, seconds: int, by_user: str, *, max_time_limit: int) -> TaskRecord:
+        """Give a running task's current run ``seconds`` more (see ``running.ExtendHandler``).
+
+        Conflict: not running. LimitRefused (field ``seconds``): the run's new limit over ``max_time_limit``,
+        or the added GPU-hours over what is left of the owner's or its group's budget this period.
+        ExecutorFailed: the cluster refused the new limit (nothing recorded then)."""
+        async with self._extending:
+            live = self.live.get(rec.id)
+            if live is None or live.status != S.RUNNING or live.started_at is None or live.cancel_requested:
+                status = live.status if live is not None else (self.store.get(rec.id) or rec).status
+                what = "being cancelled" if live is not None and live.cancel_requested else str(status)
+                raise Conflict(f"task {rec.id} is {what}, not running: only a running task's time limit can be "
+                               "extended")
+            before = live.limit
+            after = before + seconds
+            if after > max_time_limit:
+                raise LimitRefused("seconds", f"a time limit of {after} s ({_hms(after)}) is over the site's "
+                                   f"max_time_limit of {max_time_limit} s ({_hms(max_time_limit)}); this run "
+                                   f"can be extended by at most {max(0, max_time_limit - before)} s")
+            self._check_budget(rec, live, seconds)
+            try:
+                await self.executor.set_time_limit(rec.id, live.state, after)
+            except Exception as exc:
+                log.warning("task %s: the executor refused the new time limit %s s: %s", rec.id, after, exc)
+                raise ExecutorFailed(f"the {self.executor.name} executor could not set task {rec.id}'s time "
+                                     f"limit to {after} s: {exc}"[:2000]) from None
+            if self.live.get(rec.id) is not live or live.status != S.RUNNING:
+                raise Conflict(f"task {rec.id} ended while its time limit was being extended")
+            self.store.add_extension(rec.id, seconds, by_user)
+            live.extended += seconds
+            live.state = {**live.state, EXTENDED_KEY: live.extended}
+            self.store.update(rec.id, expected=(S.RUNNING,), executor_state=live.state)
+            self.store.add_audit(by_user, "extend", rec.id, {"seconds": seconds, "before": before, "after": after})
+            log.info("task %s: time limit extended by %s s to %s s by %s", rec.id, seconds, after, by_user)
+            return self.store.get(rec.id) or rec
+
+    def _check_budget(self, rec: TaskRecord, live: Live, seconds: int) -> None:
+        """The extension's GPU-hours (GPUs x seconds) must fit what is left of the owner's and its group's
+        GPU-hour budgets this period (LimitRefused naming the budget and what is left)."""
+        q = self.quotas
+        view = self.queue.running.get(rec.id)
+        gpus = view.gpus if view is not None else (live.placement.gpu_count if live.placement else 0)
+        if q is None or gpus <= 0 or not self._has_budgets():
+            return
+        now = time.time()
+        usage = self.store.gpu_seconds_by_owner(period_start(now, self.quota_period), now)
+        group = self.group_of(rec.owner)
+        need = gpus * seconds / 3600.0
+        for kind, name, budget, used_s in (
+                ("user", rec.owner, q.user(rec.owner).gpu_hours, usage.get(rec.owner, 0.0)),
+                ("group", group, q.group(group).gpu_hours, usage_by_group(usage, self.groups).get(group, 0.0))):
+            if budget is None:
+                continue
+            left = max(0.0, budget - used_s / 3600.0)
+            if need > left:
+                raise LimitRefused("seconds", f"extending by {seconds} s needs {need:.2f} GPU-hours ({gpus} GPUs x "
+                                   f"{seconds} s); {kind} {name}'s budget of {budget:g} GPU-hours per "
+                                   f"{self.quota_period} has {left:.2f} GPU-hours left")
+
+
+def _hms(seconds: int) -> str:
+    """Seconds for people: 7d, 1h30m, 45m, 90s."""
+    d, rest = divmod(int(seconds), 86400)
+    h, rest = divmod(rest, 3600)
+    m, s = divmod(rest, 60)
+    parts = [f"{d}d" if d else "", f"{h}h" if h else "", f"{m}m" if m else "", f"{s}s" if s else ""]
+    return "".join(parts) or "0s"

@@ -50,8 +50,41 @@ class TaskOut(BaseModel):
     placement: dict[str, Any] | None = None
     cancel_requested: bool = False
     queue: QueueOut | None = Field(None, description="Waiting tasks only: reason, position, estimated start.")
+    time_limit: int | None = Field(None, description="Seconds the current run may last: the plan's limit plus "
+                                   "this run's extensions (a run started again starts from the plan's).")
+    deadline: float | None = Field(None, description="Running tasks: when the run's time limit ends (epoch s).")
+    time_left: float | None = Field(None, description="Running tasks: seconds until the deadline.")
+    attempt: int = Field(0, description="The run: 0 is the first (TACC_ATTEMPT); of a waiting task, the next one; "
+                         "of an ended task, its last one.")
+    max_restarts: int = Field(0, description="qos.max_restarts: how many times a failed run is started again.")
     spec: dict[str, Any] | None = None
     plan: dict[str, Any] | None = None
+
+
+class ExtendIn(BaseModel):
+    """More time for a running task: exactly one of the two, at least 60 s."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seconds: StrictInt | None = Field(None, ge=60, description="Seconds to add to the current run's limit.")
+    by: str | None = Field(None, description='A duration to add: "1h", "30m", "1:30:00" (a bare number is '
+                           "minutes, as sbatch --time).")
+
+
+class AttemptOut(BaseModel):
+    attempt: int = Field(description="0 is the first run (TACC_ATTEMPT).")
+    started_at: float
+    finished_at: float | None = Field(description="null for the current run.")
+    outcome: str = Field(description="running, succeeded, failed, cancelled, lost, preempted, node_failure or "
+                         "time_limit.")
+    exit_code: int | None = None
+    reason: str | None = None
+    nodes: list[str] = Field(default_factory=list)
+
+
+class AttemptsOut(BaseModel):
+    task_id: int
+    attempts: list[AttemptOut]
 
 
 class TaskListOut(BaseModel):

@@ -39,6 +39,7 @@ def task_out(ctl: Controller, rec: TaskRecord, *, full: bool = False, explain: b
         "cancel_requested": rec.cancel_requested,
         "queue": None if info is None else {"reason": info.reason, "position": info.position,
                                             "estimated_start": info.estimated_start, "detail": info.detail},
+        **ctl.time_info(rec),
         **({"spec": rec.spec, "plan": rec.plan} if full else {}),
     }
 
