@@ -14,7 +14,7 @@ from tacc_hub.schema import SpecError, TaskSpec
 from tacc_hub.schema.task import GitCode, LocalCode, SnapshotCode
 
 from .network import network_env
-from .plan import CodePlan, EnvPlan, EnvRef, ExecutionPlan, Features
+from .plan import CodePlan, EnvPlan, EnvRef, ExecutionPlan, Features, TensorBoardPlan
 from .render import render_script
 from .runtime import LaunchContext, get_runtime, parse_options
 from .site import SiteProfile
@@ -115,6 +115,17 @@ def _check_site(spec: TaskSpec, site: SiteProfile) -> None:
         if ds not in site.datasets:
             have = ", ".join(sorted(site.datasets)) or "none"
             raise SpecError.one(f"datasets[{i}]", f"unknown dataset '{ds}' (available: {have})")
+    if spec.tensorboard is not None and not site.tensorboard_command:
+        raise SpecError.one("tensorboard", "this site runs no TensorBoard beside tasks (its tensorboard_command is "
+                            "empty); write event files and look at them after the task")
+
+
+def _tensorboard_plan(spec: TaskSpec, site: SiteProfile) -> TensorBoardPlan | None:
+    """The spec's TensorBoard, its log directory relative to TACC_WORKDIR (the spec's is relative to ``workdir``)."""
+    if spec.tensorboard is None:
+        return None
+    logdir = posixpath.normpath(posixpath.join(spec.workdir, spec.tensorboard.logdir))
+    return TensorBoardPlan(logdir=logdir, command=list(site.tensorboard_command))
 
 
 def compile_task(spec: TaskSpec, site: SiteProfile) -> ExecutionPlan:
@@ -146,14 +157,15 @@ def compile_task(spec: TaskSpec, site: SiteProfile) -> ExecutionPlan:
         })
     datasets = {ds: site.datasets[ds] for ds in spec.datasets}
     digest = spec.digest
+    tensorboard = _tensorboard_plan(spec, site)
     script = render_script(
         name=spec.name, task_digest=digest, env=env, variables=dict(spec.environment.variables),
         modules=list(spec.environment.modules), datasets=datasets, workdir=spec.workdir, launch=launch,
-        user_log=spec.user_log_file,
+        user_log=spec.user_log_file, tensorboard=tensorboard,
     )
     return ExecutionPlan(
         task_digest=digest, name=spec.name, resources=r, runtime=spec.runtime.kind,
         procs_per_node=launch.procs_per_node, env=env, code=code, workdir=spec.workdir, datasets=datasets,
         outputs=list(spec.outputs), log_file=spec.log_file, files=files, launch=launch,
-        features=_features(spec), script=script,
+        features=_features(spec), script=script, tensorboard=tensorboard,
     )

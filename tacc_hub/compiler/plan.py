@@ -29,6 +29,8 @@ LAUNCH_ENV = {
     "CUDA_VISIBLE_DEVICES": "GPU slots given to the task on this node",
     "TACC_NODELIST": "host names of the task's nodes, comma-separated, in node-rank order (several nodes)",
     "TACC_CROSS_SWITCH": "1 when the task's nodes hang off more than one switch (no RDMA path), else unset or 0",
+    "TACC_ATTEMPT": "runs of the task before this one (0: the first; launch.sh marks later ones in the log)",
+    "TACC_TENSORBOARD_PORT": "the port TensorBoard listens on, on node rank 0 at TACC_MASTER_ADDR (spec `tensorboard`)",
 }
 
 
@@ -99,6 +101,14 @@ class NodeLaunch(Model):
         return data
 
 
+class TensorBoardPlan(Model):
+    """TensorBoard beside the task (spec ``tensorboard``): launch.sh starts it on node rank 0; the executor gives it
+    a port (``TACC_TENSORBOARD_PORT``, and ``tensorboard_port`` in its state)."""
+
+    logdir: str = Field(description="Its log directory, relative to TACC_WORKDIR (the spec's, under its workdir).")
+    command: list[str] = Field(description="The site's TensorBoard command (first word looked up on the PATH).")
+
+
 class Features(Model):
     language: Literal["python", "shell", "notebook", "other"]
     size_class: Literal["cpu", "small", "medium", "large"]
@@ -123,3 +133,7 @@ class ExecutionPlan(Model):
     launch: NodeLaunch
     features: Features
     script: str = Field(description="launch.sh: the rendered, quoted script each node runs.")
+    tensorboard: TensorBoardPlan | None = Field(
+        None, exclude_if=lambda v: v is None,  # left out while unset: plans without it are as they were
+        description="TensorBoard beside the task, when its spec asks for it.",
+    )

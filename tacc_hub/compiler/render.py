@@ -4,6 +4,16 @@ Invariants: pure; every value that came from a user is passed through
 ``shlex.quote`` (or is a validated variable name); launch-time values are
 only ever referenced as ``"${VAR}"``. The output is byte-for-byte stable and
 is checked against golden files in ``tests/golden``.
+
+Before it execs the task's program, node rank 0 marks a later run in the log
+(``TACC_ATTEMPT`` > 0: one ``=== tacc: attempt N ... ===`` line, so a restarted or
+preempted task's log reads as one log with its runs marked) and, for a spec with
+``tensorboard``, starts the site's TensorBoard in the background as the task's
+user: on ``TACC_MASTER_ADDR`` (node rank 0's address; the loopback on the local
+executor) and ``TACC_TENSORBOARD_PORT``, its output in ``TACC_TASKDIR/tensorboard.log``.
+It runs without ``--path_prefix``: the service's proxy strips ``tasks/ID/proxy/PORT``
+and TensorBoard's pages use relative URLs. Its lifetime is the task's: the executor
+ends every process of the task when the program ends.
 """
 
 from __future__ import annotations
@@ -11,7 +21,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from .plan import Arg, EnvPlan, EnvRef, NodeLaunch
+from .plan import Arg, EnvPlan, EnvRef, NodeLaunch, TensorBoardPlan
 
 q = shlex.quote
 
@@ -65,6 +75,37 @@ def _user_log_lines(path: str) -> list[str]:
     ]
 
 
+TENSORBOARD_LOG = "tensorboard.log"  # in TACC_TASKDIR: TensorBoard's own output, apart from the task's
+
+# A later run (TACC_ATTEMPT a positive number, set by the executor) is marked in the log, by node rank 0 only.
+_ATTEMPT_MARK = [
+    'case "${TACC_NODE_RANK:-0}:${TACC_ATTEMPT:-0}" in  # a later run of the task (restarted, preempted): mark it',
+    "  0:0 | 0:*[!0-9]* | 0:) ;;",
+    "  0:*) echo \"=== tacc: attempt $((TACC_ATTEMPT + 1)) (TACC_ATTEMPT=${TACC_ATTEMPT}) started at"
+    " $(date -u '+%Y-%m-%d %H:%M:%S UTC') ===\" ;;",
+    "esac",
+]
+
+
+def _tensorboard_lines(tb: TensorBoardPlan) -> list[str]:
+    """Start TensorBoard in the background on node rank 0, when its command is on the PATH and a port was given."""
+    cmd = " ".join(q(w) for w in tb.command)
+    return [
+        'if [ "${TACC_NODE_RANK:-0}" = 0 ]; then  # TensorBoard beside the task (spec: tensorboard), on node rank 0',
+        '  if [ -z "${TACC_TENSORBOARD_PORT:-}" ]; then',
+        "    echo 'tacc: TensorBoard was not started: this executor gave it no port' >&2",
+        f"  elif ! command -v -- {q(tb.command[0])} >/dev/null 2>&1; then",
+        f"    printf 'tacc: TensorBoard was not started: %s is not on the PATH of the task\\n' {q(tb.command[0])} >&2",
+        "  else",
+        f"    printf 'tacc: TensorBoard on port %s, reading %s (its output: %s)\\n' \"${{TACC_TENSORBOARD_PORT}}\" "
+        f"{q(tb.logdir)} {TENSORBOARD_LOG}",
+        f'    {cmd} --logdir "${{TACC_WORKDIR}}"/{q(tb.logdir)} --host "${{TACC_MASTER_ADDR}}" \\',
+        f'      --port "${{TACC_TENSORBOARD_PORT}}" </dev/null >>"${{TACC_TASKDIR}}"/{TENSORBOARD_LOG} 2>&1 &',
+        "  fi",
+        "fi",
+    ]
+
+
 def render_script(
     *,
     name: str,
@@ -76,6 +117,7 @@ def render_script(
     workdir: str,
     launch: NodeLaunch,
     user_log: str | None = None,
+    tensorboard: TensorBoardPlan | None = None,
 ) -> str:
     lines = [
         "#!/usr/bin/env bash",
@@ -110,5 +152,8 @@ def render_script(
     lines.append('cd -- "${TACC_WORKDIR}"' + ("" if workdir == "." else "/" + q(workdir)))
     if user_log is not None:
         lines += _user_log_lines(user_log)
+    lines += _ATTEMPT_MARK
+    if tensorboard is not None:
+        lines += _tensorboard_lines(tensorboard)
     lines.append("exec " + " ".join(render_arg(a) for a in launch.argv))
     return "\n".join(lines) + "\n"

@@ -7,9 +7,12 @@ spec and the same profile always give the same plan.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+# One word of a site command (passed through shlex.quote into launch.sh; a NUL cannot be passed at all).
+CommandWord = Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00\n]*$")]
 
 
 class SiteProfile(BaseModel):
@@ -50,4 +53,10 @@ class SiteProfile(BaseModel):
     socket_ifname: str | None = Field(
         None, pattern=r"^\^?=?[A-Za-z0-9_.:,-]{1,256}$",
         description="NCCL_SOCKET_IFNAME: the interfaces for bootstrap and TCP traffic, e.g. `ib0` or `eth0,eth1`.",
+    )
+    tensorboard_command: list[CommandWord] = Field(
+        default_factory=list, max_length=64,
+        description="TensorBoard as launch.sh starts it beside a task whose spec has `tensorboard` (its first word "
+        "found on the task's PATH, after its environment is set up), e.g. ['python', '-m', 'tensorboard.main']. "
+        "Empty: the site runs no TensorBoard and such specs are refused.",
     )

@@ -15,6 +15,10 @@ SIGTERM and, ``grace_period`` seconds later (``TACC_PREEMPT_GRACE``), SIGKILL; t
 counted by the supervisor, so a service restart in between changes nothing. A preempted task keeps
 ``checkpoint/`` and ``output.log`` (appended to) and ``TACC_ATTEMPT`` counts earlier runs.
 
+TensorBoard (a plan with ``tensorboard``): launch.sh starts it on 127.0.0.1 and a port picked free here at
+launch (``TACC_TENSORBOARD_PORT``, returned as ``tensorboard_port`` in the task's state for the proxy); the
+supervisor ends it with the task.
+
 Invariants: tasks get a scrubbed environment (``env_keep`` plus the launch variables, ``PATH`` from
 ``task_path``, ``HOME``/``USER`` of their account), never the service's own; GPU slots reach the task
 only through ``CUDA_VISIBLE_DEVICES``; a supervisor is only signalled after its start time matches
@@ -143,8 +147,9 @@ class LocalExecutor(Executor):
     def user_dir(self, owner: str, account: Account | None = None) -> Path:
         return owner_dir(self.root, account.name if account is not None else owner)
 
-    def launch_spec(self, launch: Launch) -> dict[str, Any]:
-        """launch.json: everything tacc-launcher needs, so that it takes nothing but a task id."""
+    def launch_spec(self, launch: Launch, tensorboard_port: int | None = None) -> dict[str, Any]:
+        """launch.json: everything tacc-launcher needs, so that it takes nothing but a task id.
+        ``tensorboard_port``: TensorBoard's (``TACC_TENSORBOARD_PORT``), for a plan with ``tensorboard``."""
         plan, account = launch.plan, launch.account
         tdir = self.task_dir(launch.task_id)
         user_dir = self.user_dir(launch.owner, account)
@@ -152,13 +157,18 @@ class LocalExecutor(Executor):
         env = base_environ(self.env_keep, account, self.task_path)
         env.update(self.extra_env)
         env.update(task_env(launch, tdir, user_dir, self.grace_period))
+        master_port = free_port()
+        while master_port == tensorboard_port:  # two free ports, not one twice
+            master_port = free_port()
         env.update({
             "TACC_NODE_RANK": "0",
             "TACC_NNODES": "1",
             "TACC_MASTER_ADDR": "127.0.0.1",
-            "TACC_MASTER_PORT": str(free_port()),
+            "TACC_MASTER_PORT": str(master_port),
             "CUDA_VISIBLE_DEVICES": ",".join(str(g) for g in slots),
         })
+        if tensorboard_port is not None:
+            env["TACC_TENSORBOARD_PORT"] = str(int(tensorboard_port))
         return {
             "task_id": launch.task_id,
             "account": None if account is None else {"name": account.name, "uid": account.uid, "gid": account.gid},
@@ -176,9 +186,9 @@ class LocalExecutor(Executor):
             "grace": self.grace_period,
         }
 
-    def write_control(self, launch: Launch) -> Path:
+    def write_control(self, launch: Launch, tensorboard_port: int | None = None) -> Path:
         """A fresh ``<run_dir>/<id>/`` holding launch.json (mode 0600), nothing of an earlier run."""
-        return write_control(self.run_dir, launch.task_id, self.launch_spec(launch))
+        return write_control(self.run_dir, launch.task_id, self.launch_spec(launch, tensorboard_port))
 
     async def _call(self, verb: str, task_id: int) -> tuple[int, str]:
         """Run a short launcher verb (cancel, kill); (exit status, its message)."""
@@ -191,8 +201,9 @@ class LocalExecutor(Executor):
     async def launch(self, launch: Launch) -> dict[str, Any]:
         if len(launch.placement.nodes) != 1 or launch.placement.nodes[0].node != self.node_name:
             raise LaunchError("the local executor runs single-node tasks on this machine only")
+        tb_port = free_port() if launch.plan.tensorboard is not None else None
         try:
-            await asyncio.to_thread(self.write_control, launch)
+            await asyncio.to_thread(self.write_control, launch, tb_port)
             proc = await asyncio.create_subprocess_exec(
                 *self.launcher, str(self.run_dir), "start", str(int(launch.task_id)), env=launcher_env(),
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -215,8 +226,11 @@ class LocalExecutor(Executor):
             raise LaunchError(reason[-3000:]) from None
         self._children[launch.task_id] = proc
         asyncio.get_running_loop().create_task(self._reap(launch.task_id, proc))
-        return {"pid": int(ready["pid"]), "start_time": ready.get("start_time"),
-                "dir": str(self.task_dir(launch.task_id))}
+        state: dict[str, Any] = {"pid": int(ready["pid"]), "start_time": ready.get("start_time"),
+                                 "dir": str(self.task_dir(launch.task_id))}
+        if tb_port is not None:
+            state["tensorboard_port"] = tb_port
+        return state
 
     async def _reap(self, task_id: int, proc: asyncio.subprocess.Process) -> None:
         with contextlib.suppress(Exception):

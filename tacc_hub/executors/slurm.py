@@ -51,6 +51,16 @@ shell is spared so that it still collects their output and exit code), up to ``g
 seconds for the task to save its state, then ``scancel --signal=KILL --full`` and ``scancel``.
 Idempotent: a job that is no longer active is left alone.
 
+TensorBoard (a plan with ``tensorboard``): launch.sh starts it on node rank 0, bound to that node's address
+(``TACC_MASTER_ADDR``), on ``tensorboard_port(task_id)``: a port fixed by the task id in a block below Linux's
+ephemeral range (``TENSORBOARD_PORTS``). The service must know the port when sbatch returns (it is the task's
+state, ``tensorboard_port``, which the proxy reads), before the job has a node, and must not take it from a
+file the task writes; a port picked free on the service's machine says nothing about the node. Two tasks
+running at once on one node get the same port only when their ids are equal modulo the block's size, and
+no program's outgoing connections or port-0 listeners land in the block; a port taken anyway only costs
+that task its TensorBoard (its error is in ``tensorboard.log``), never the task, and the proxy reaches a port
+only while the task's own processes listen on it.
+
 Invariants: every command is an argv list (``asyncio`` subprocess exec, never a shell);
 jobs get a scrubbed environment (``env_keep``, ``SLURM_CONF`` and ``PATH=task_path``), their
 launch variables being exported, quoted, by the batch script; the service never creates or writes a file
@@ -83,6 +93,15 @@ from .slurm_nodes import SQUEUE_HOLDERS, foreign_gpus, parse_nodes, parse_switch
 from .slurm_states import ACTIVE, STATES, _slurm_exit, _state_name
 
 __all__ = ["ACTIVE", "ENV_PLAN_FILE", "REQUEUE_MARK", "STATES", "SlurmExecutor", "_slurm_exit"]
+
+TENSORBOARD_PORTS = (23000, 6000)  # first port, count: 23000-28999 (below torch's 29500 and the ephemeral 32768+)
+
+
+def tensorboard_port(task_id: int) -> int:
+    """The port a task's TensorBoard listens on, on its first node (see the module docstring)."""
+    first, count = TENSORBOARD_PORTS
+    return first + int(task_id) % count
+
 
 log = logging.getLogger(__name__)
 
@@ -338,6 +357,9 @@ class SlurmExecutor(Executor):
         tdir, udir = self.task_dir(launch.task_id), self._user_dir(launch)
         env = {**self.extra_env, **task_env(launch, tdir, udir, self.grace_period),
                "TACC_MASTER_PORT": str(free_port())}
+        tb_port = tensorboard_port(launch.task_id) if launch.plan.tensorboard is not None else None
+        if tb_port is not None:
+            env["TACC_TENSORBOARD_PORT"] = str(tb_port)
         switch = {n.name: n.switch for n in self.nodes()}
         if len({switch.get(s.node, "0") for s in launch.placement.nodes}) > 1:
             env["TACC_CROSS_SWITCH"] = "1"  # the runtimes fall back to TCP (see compiler/network.py)
@@ -373,6 +395,8 @@ class SlurmExecutor(Executor):
             raise LaunchError(f"sbatch printed no job id: {out[:200]!r}")
         self._ours.add(job_id)
         state: dict[str, Any] = {"job_id": job_id, "dir": str(tdir), "uid": uid}
+        if tb_port is not None:
+            state["tensorboard_port"] = tb_port
         if user is not None:
             state["user"] = user  # scancel runs as them
         return state

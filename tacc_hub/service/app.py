@@ -256,9 +256,11 @@ class TaccHub(Application):
                                          "--format=csv,noheader,nounits"], config=True,
                              help="Command that prints one line 'index, utilization %, memory MiB' per GPU of the "
                              "node it runs on (nvidia-smi's CSV). Where it is missing, no samples are taken.")
-    tensorboard_command = List(Unicode(), ["tensorboard"], config=True,
+    tensorboard_command = List(Unicode(), ["python", "-m", "tensorboard.main"], config=True,
                                help="TensorBoard as a task with `tensorboard: {logdir: ...}` starts it beside "
-                               "itself (run as the task's user, in its environment; found on its PATH).")
+                               "itself (run as the task's user, in its environment; its first word found on its "
+                               "PATH): the default runs the tensorboard package of the task's Python, also where "
+                               "an env inherits it without its script. Empty: such tasks are refused.")
     max_exec_sessions = Integer(4, config=True, help="Exec and shell sessions one user may have open at once.")
     exec_idle_timeout = Float(3600.0, config=True, help="Seconds a shell may sit with no input or output before "
                               "the service closes it.")
@@ -424,7 +426,7 @@ class TaccHub(Application):
             env_root=str(Path(self.data_dir).resolve() / "envs"),
             code_root=str(root / "code"), env_builder=builder, conda_command=conda or None,
             inherit_packages=inherit, datasets={str(k): str(v) for k, v in self.datasets.items()},
-            **self._limits(executor),
+            tensorboard_command=[str(w) for w in self.tensorboard_command], **self._limits(executor),
         )
 
     def _limits(self, executor: Executor | None) -> dict[str, Any]:

@@ -11,6 +11,10 @@ export DMLC_PS_ROOT_PORT="${TACC_MASTER_PORT}"
 export DMLC_PS_ROOT_URI="${TACC_MASTER_ADDR}"
 export DMLC_WORKER_ID="${TACC_NODE_RANK}"
 cd -- "${TACC_WORKDIR}"
+case "${TACC_NODE_RANK:-0}:${TACC_ATTEMPT:-0}" in  # a later run of the task (restarted, preempted): mark it
+  0:0 | 0:*[!0-9]* | 0:) ;;
+  0:*) echo "=== tacc: attempt $((TACC_ATTEMPT + 1)) (TACC_ATTEMPT=${TACC_ATTEMPT}) started at $(date -u '+%Y-%m-%d %H:%M:%S UTC') ===" ;;
+esac
 exec bash -c 'set -o pipefail
 servers=$1; shift
 rank="${TACC_NODE_RANK:-0}"

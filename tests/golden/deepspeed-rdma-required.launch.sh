@@ -14,6 +14,10 @@ if [ "${TACC_CROSS_SWITCH:-0}" = 1 ]; then  # the nodes span switches: no RDMA p
   exit 3
 fi
 cd -- "${TACC_WORKDIR}"
+case "${TACC_NODE_RANK:-0}:${TACC_ATTEMPT:-0}" in  # a later run of the task (restarted, preempted): mark it
+  0:0 | 0:*[!0-9]* | 0:) ;;
+  0:*) echo "=== tacc: attempt $((TACC_ATTEMPT + 1)) (TACC_ATTEMPT=${TACC_ATTEMPT}) started at $(date -u '+%Y-%m-%d %H:%M:%S UTC') ===" ;;
+esac
 exec bash -c 'set -eo pipefail
 nnodes=$1; nproc=$2; shift 2
 flags=()

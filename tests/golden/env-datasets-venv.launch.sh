@@ -14,4 +14,8 @@ mkdir -p -- "${TACC_WORKDIR}/datasets"
 ln -sfn -- /data/shared/imagenet "${TACC_WORKDIR}/datasets/"imagenet
 ln -sfn -- /data/shared/mnist "${TACC_WORKDIR}/datasets/"mnist
 cd -- "${TACC_WORKDIR}"/'experiments/run 1'
+case "${TACC_NODE_RANK:-0}:${TACC_ATTEMPT:-0}" in  # a later run of the task (restarted, preempted): mark it
+  0:0 | 0:*[!0-9]* | 0:) ;;
+  0:*) echo "=== tacc: attempt $((TACC_ATTEMPT + 1)) (TACC_ATTEMPT=${TACC_ATTEMPT}) started at $(date -u '+%Y-%m-%d %H:%M:%S UTC') ===" ;;
+esac
 exec python -u main.py

@@ -8,6 +8,10 @@ export PATH=/opt/python3.11/bin:"$PATH"
 export NCCL_IB_DISABLE=1
 export NCCL_SOCKET_IFNAME=eth0
 cd -- "${TACC_WORKDIR}"
+case "${TACC_NODE_RANK:-0}:${TACC_ATTEMPT:-0}" in  # a later run of the task (restarted, preempted): mark it
+  0:0 | 0:*[!0-9]* | 0:) ;;
+  0:*) echo "=== tacc: attempt $((TACC_ATTEMPT + 1)) (TACC_ATTEMPT=${TACC_ATTEMPT}) started at $(date -u '+%Y-%m-%d %H:%M:%S UTC') ===" ;;
+esac
 exec bash -c 'tacc_hosts() {
   if [ -n "${TACC_NODELIST:-}" ]; then
     IFS=, read -r -a hosts <<< "$TACC_NODELIST"

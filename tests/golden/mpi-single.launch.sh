@@ -6,6 +6,10 @@ set -eo pipefail
 export PYTHONUNBUFFERED=1
 export PATH=/opt/python3.11/bin:"$PATH"
 cd -- "${TACC_WORKDIR}"
+case "${TACC_NODE_RANK:-0}:${TACC_ATTEMPT:-0}" in  # a later run of the task (restarted, preempted): mark it
+  0:0 | 0:*[!0-9]* | 0:) ;;
+  0:*) echo "=== tacc: attempt $((TACC_ATTEMPT + 1)) (TACC_ATTEMPT=${TACC_ATTEMPT}) started at $(date -u '+%Y-%m-%d %H:%M:%S UTC') ===" ;;
+esac
 exec bash -c 'tacc_hosts() {
   if [ -n "${TACC_NODELIST:-}" ]; then
     IFS=, read -r -a hosts <<< "$TACC_NODELIST"

@@ -16,4 +16,8 @@ if [ "${TACC_CROSS_SWITCH:-0}" = 1 ]; then  # the nodes span switches: no RDMA p
   export NCCL_IB_DISABLE=1
 fi
 cd -- "${TACC_WORKDIR}"
+case "${TACC_NODE_RANK:-0}:${TACC_ATTEMPT:-0}" in  # a later run of the task (restarted, preempted): mark it
+  0:0 | 0:*[!0-9]* | 0:) ;;
+  0:*) echo "=== tacc: attempt $((TACC_ATTEMPT + 1)) (TACC_ATTEMPT=${TACC_ATTEMPT}) started at $(date -u '+%Y-%m-%d %H:%M:%S UTC') ===" ;;
+esac
 exec python -m torch.distributed.run --nnodes=2 --nproc-per-node=8 --max-restarts=0 train.py

@@ -9,4 +9,8 @@ export PET_MASTER_ADDR="${TACC_MASTER_ADDR}"
 export PET_MASTER_PORT="${TACC_MASTER_PORT}"
 export PET_NODE_RANK="${TACC_NODE_RANK}"
 cd -- "${TACC_WORKDIR}"
+case "${TACC_NODE_RANK:-0}:${TACC_ATTEMPT:-0}" in  # a later run of the task (restarted, preempted): mark it
+  0:0 | 0:*[!0-9]* | 0:) ;;
+  0:*) echo "=== tacc: attempt $((TACC_ATTEMPT + 1)) (TACC_ATTEMPT=${TACC_ATTEMPT}) started at $(date -u '+%Y-%m-%d %H:%M:%S UTC') ===" ;;
+esac
 exec python -m torch.distributed.run --nnodes=2 --nproc-per-node=2 --max-restarts=0 train.py --epochs 3
