@@ -6,7 +6,7 @@
  * ServerConnection (base URL, token, XSRF) is plugged in by the plugin and a fake by tests.
  */
 
-import type { Cluster, Task, TaskList } from './model';
+import type { Attempts, Cluster, Ports, Task, TaskList, Usage } from './model';
 
 export type RequestFn = (path: string, init?: RequestInit) => Promise<Response>;
 
@@ -18,6 +18,11 @@ export const ROUTES = {
   logStream: (id: number) => `tacc/api/tasks/${id}/logs/stream`,
   capture: 'tacc/api/capture',
   submit: 'tacc/api/submit',
+  ports: (id: number) => `tacc/api/tasks/${id}/ports`,
+  usage: (id: number) => `tacc/api/tasks/${id}/usage`,
+  attempts: (id: number) => `tacc/api/tasks/${id}/attempts`,
+  extend: (id: number) => `tacc/api/tasks/${id}/extend`,
+  exec: (id: number) => `tacc/api/tasks/${id}/exec`, // a WebSocket (terminal.ts)
   cluster: 'tacc/api/cluster',
   quota: 'tacc/api/quota'
 } as const;
@@ -152,6 +157,26 @@ export class TaccApi {
 
   logs(id: number, offset = 0): Promise<{ offset: number; next_offset: number; data: string; eof: boolean; status: string }> {
     return this.json(`${ROUTES.logs(id)}?offset=${offset}`);
+  }
+
+  /** The task's web ports (each with the hub URL that opens it in a browser tab). */
+  ports(id: number): Promise<Ports> {
+    return this.json<Ports>(ROUTES.ports(id));
+  }
+
+  /** Sampled GPU utilization of a running task. */
+  usage(id: number): Promise<Usage> {
+    return this.json<Usage>(ROUTES.usage(id));
+  }
+
+  /** The task's runs (restarts after a failure, a lost node or a preemption), the current one last. */
+  attempts(id: number): Promise<Attempts> {
+    return this.json<Attempts>(ROUTES.attempts(id));
+  }
+
+  /** Give a running task `seconds` more; the task as the service now sees it (its new deadline). */
+  extend(id: number, seconds: number): Promise<Task> {
+    return this.post<Task>(ROUTES.extend(id), { seconds });
   }
 
   cluster(): Promise<Cluster> {

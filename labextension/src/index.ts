@@ -2,21 +2,29 @@
  * tacc-hub-labextension: the tacc_hub side panel in JupyterLab 4.
  *
  * Commands: `tacc:open-panel`, `tacc:submit-notebook` (palette and a notebook toolbar
- * button), `tacc:refresh`. Everything goes through the user's own Jupyter server
- * (tacc_hub's server extension at `<base_url>/tacc/api/...`).
+ * button), `tacc:refresh`, `tacc:open-terminal` (args `{id}`: a shell in a running task, in a
+ * main-area tab). Everything goes through the user's own Jupyter server (tacc_hub's server
+ * extension at `<base_url>/tacc/api/...`, HTTP and the exec WebSocket), but a task's web ports,
+ * which the browser opens straight through the hub. A running task's end is announced 10
+ * minutes ahead (a Lab notification with Extend), once per run of the task.
  */
 
 import { ILabShell, ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
-import { ICommandPalette, Notification, ToolbarButton } from '@jupyterlab/apputils';
+import { ICommandPalette, IThemeManager, Notification, ToolbarButton } from '@jupyterlab/apputils';
+import { URLExt } from '@jupyterlab/coreutils';
 import { DocumentRegistry } from '@jupyterlab/docregistry';
 import { INotebookModel, INotebookTracker, NotebookPanel } from '@jupyterlab/notebook';
 import { ServerConnection } from '@jupyterlab/services';
 import { LabIcon } from '@jupyterlab/ui-components';
 import { DisposableDelegate, IDisposable } from '@lumino/disposable';
 
-import { RequestFn, TaccApi } from './api';
-import { describeChange, worthNotifying } from './model';
+import { ROUTES, RequestFn, TaccApi } from './api';
+import { SocketLike } from './exec';
+import { Task, describeChange, worthNotifying } from './model';
 import { TaccPanel } from './panel';
+import { dueWarnings, warningMessage } from './running';
+import { extendTask } from './runview';
+import { TaskTerminalView, taskTerminal } from './terminal';
 import { submitNotebookDialog } from './submit';
 import { TasksModel } from './tasks';
 
@@ -30,6 +38,7 @@ export namespace CommandIDs {
   export const open = 'tacc:open-panel';
   export const submit = 'tacc:submit-notebook';
   export const refresh = 'tacc:refresh';
+  export const terminal = 'tacc:open-terminal';
 }
 
 function makeApi(): TaccApi {
@@ -38,18 +47,49 @@ function makeApi(): TaccApi {
   return new TaccApi(request);
 }
 
+/** The exec WebSocket of a task through the user's Jupyter server (its cookie, or its token as Lab's own sockets). */
+function execSocket(id: number): SocketLike {
+  const settings = ServerConnection.makeSettings();
+  let url = URLExt.join(settings.wsUrl, ROUTES.exec(id));
+  if (settings.token) {
+    url += `?token=${encodeURIComponent(settings.token)}`;
+  }
+  return new settings.WebSocket(url) as unknown as SocketLike;
+}
+
+const WARNED_KEY = 'tacc-hub:warned-runs';
+
+/** Runs already warned about (kept in the browser: a reload does not warn again). */
+function loadWarned(): Set<string> {
+  try {
+    const raw = JSON.parse(window.localStorage.getItem(WARNED_KEY) ?? '[]');
+    return new Set(Array.isArray(raw) ? raw.map(String) : []);
+  } catch {
+    return new Set();
+  }
+}
+
+function saveWarned(warned: Set<string>): void {
+  try {
+    window.localStorage.setItem(WARNED_KEY, JSON.stringify([...warned].slice(-200)));
+  } catch {
+    // storage full or off: warnings may repeat after a reload
+  }
+}
+
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'tacc-hub-labextension:plugin',
   description: 'GPU cluster tasks of tacc_hub: list, logs, cancel, resubmit, and submit this notebook.',
   autoStart: true,
   requires: [INotebookTracker],
-  optional: [ICommandPalette, ILayoutRestorer, ILabShell],
+  optional: [ICommandPalette, ILayoutRestorer, ILabShell, IThemeManager],
   activate: (
     app: JupyterFrontEnd,
     notebooks: INotebookTracker,
     palette: ICommandPalette | null,
     restorer: ILayoutRestorer | null,
-    labShell: ILabShell | null
+    labShell: ILabShell | null,
+    themes: IThemeManager | null
   ) => {
     const api = makeApi();
     const model = new TasksModel(api);
@@ -73,9 +113,25 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     };
 
+    const terminals = new Set<TaskTerminalView>();
+    const openTerminal = (task: Task): void => {
+      const widget = taskTerminal({ taskId: task.id, taskName: task.name, connect: () => execSocket(task.id) });
+      terminals.add(widget.content);
+      widget.disposed.connect(() => terminals.delete(widget.content));
+      app.shell.add(widget, 'main');
+      app.shell.activateById(widget.id);
+    };
+    if (themes) {
+      themes.themeChanged.connect(() => {
+        // the theme's CSS is applied after the signal: read its colours on the next frame
+        requestAnimationFrame(() => terminals.forEach(t => t.updateTheme()));
+      });
+    }
+
     const panel = new TaccPanel(model, {
       submitCurrent: () => void app.commands.execute(CommandIDs.submit),
-      canSubmit: () => notebooks.currentWidget !== null
+      canSubmit: () => notebooks.currentWidget !== null,
+      openTerminal
     });
     panel.title.icon = taccIcon;
     app.shell.add(panel, 'right', { rank: 600 });
@@ -104,6 +160,49 @@ const plugin: JupyterFrontEndPlugin<void> = {
       }
     });
 
+    // 10 minutes before a running task's end: a notification (once per run of the task)
+    const warned = loadWarned();
+    const checkDeadlines = (): void => {
+      const due = dueWarnings(model.tasks, api.now(), warned);
+      if (!due.length) {
+        return;
+      }
+      saveWarned(warned);
+      for (const task of due) {
+        Notification.warning(warningMessage(task, api.now()), {
+          autoClose: false,
+          actions: [
+            {
+              label: 'Extend',
+              caption: `Give task ${task.id} more time`,
+              callback: () => void extendTask(model, model.byId?.get(task.id) ?? task)
+            },
+            {
+              label: 'Show task',
+              caption: `Open task ${task.id} in the GPU tasks panel`,
+              callback: () => {
+                app.shell.activateById(panel.id);
+                panel.select(task.id, 'log');
+              }
+            }
+          ]
+        });
+      }
+    };
+    model.changed.connect(checkDeadlines);
+    window.setInterval(checkDeadlines, 5000);
+
+    app.commands.addCommand(CommandIDs.terminal, {
+      label: 'GPU Tasks: Open a Terminal in a Task',
+      caption: 'A shell inside a running task (args: id)',
+      execute: args => {
+        const id = Number(args['id']);
+        const task = model.byId?.get(id);
+        if (task && task.status === 'running') {
+          openTerminal(task);
+        }
+      }
+    });
     app.commands.addCommand(CommandIDs.open, {
       label: 'GPU Tasks: Show Panel',
       caption: 'Show your tacc_hub tasks',

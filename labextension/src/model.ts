@@ -43,6 +43,60 @@ export interface Task {
   queue?: QueueInfo | null;
   spec?: Record<string, any> | null;
   plan?: Record<string, any> | null;
+  /** Effective time limit in seconds (extensions included). */
+  time_limit?: number | null;
+  /** When the running task is stopped for its time limit (epoch s), or null. */
+  deadline?: number | null;
+  /** Seconds left until the deadline when the service answered, or null. */
+  time_left?: number | null;
+  /** The current run (1 for the first; more after restarts). */
+  attempt?: number | null;
+  max_restarts?: number | null;
+}
+
+/** One web port of a task (GET .../ports): `url` is absolute-path on the hub's origin. */
+export interface PortInfo {
+  port: number;
+  declared: boolean;
+  listening: boolean;
+  label: string | null;
+  url: string;
+}
+
+export interface Ports {
+  task_id: number;
+  ports: PortInfo[];
+}
+
+export interface UsageSample {
+  at: number;
+  util: number | null;
+  memory_mib?: number | null;
+  gpus?: number | null;
+}
+
+export interface Usage {
+  task_id: number;
+  interval: number;
+  gpus: number;
+  samples: UsageSample[];
+  mean_util: number | null;
+  peak_util: number | null;
+}
+
+export interface Attempt {
+  attempt: number;
+  started_at: number | null;
+  finished_at: number | null;
+  outcome: string;
+  exit_code?: number | null;
+  reason?: string | null;
+  nodes?: string[] | null;
+}
+
+export interface Attempts {
+  task_id: number;
+  attempts: Attempt[];
 }
 
 export interface TaskList {

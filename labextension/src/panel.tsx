@@ -2,7 +2,8 @@
  * The side panel: the user's tasks (state, GPUs and nodes, runtime, queue position, reason
  * and the service's estimated start, elapsed time), per task its log (streamed, following the
  * tail, once the task runs), its spec (a summary, the digest, the whole spec as YAML), cancel
- * and resubmit; and the cluster view (free GPUs per node and switch).
+ * and resubmit; and the cluster view (free GPUs per node and switch). A running task also shows
+ * its time left, GPU utilization, attempt and web ports, with Terminal and Extend (runview.tsx).
  */
 
 import { Clipboard, Dialog, ReactWidget, showDialog, showErrorMessage } from '@jupyterlab/apputils';
@@ -26,6 +27,7 @@ import {
   runtimeOf
 } from './model';
 import { isServerTask, queueSummary, waitingText } from './queue';
+import { AttemptBadge, AttemptHistory, GpuSpark, PortsLine, TimeLeft, extendTask } from './runview';
 import { shortDigest, specSummary, toYaml } from './spec';
 import { TasksModel } from './tasks';
 
@@ -226,8 +228,11 @@ function TaskRow(props: {
   onToggle: () => void;
   onView: (v: View) => void;
   onSelect: (id: number) => void;
+  onTerminal: (task: Task) => void;
 }): JSX.Element {
   const { model, task, t, open, view } = props;
+  const running = task.status === 'running';
+  const runInfo = running ? model.run(task.id) : undefined;
   const [busy, setBusy] = React.useState(false);
   const run = runtimeOf(task, t);
   const queue = queueSummary(task, t);
@@ -291,8 +296,12 @@ function TaskRow(props: {
         {res && <span title="GPUs and nodes">{res}</span>}
         {run !== null && <span title="Run time">ran {formatDuration(run)}</span>}
         <span title="Since submitted">elapsed {formatDuration(elapsedOf(task, t))}</span>
+        {running && <TimeLeft task={task} t={t} />}
+        {running && <GpuSpark usage={runInfo?.usage} />}
+        {running && <AttemptBadge task={task} attempts={runInfo?.attempts} />}
         {task.reason && !queue && <span className="tacc-reason">{task.reason}</span>}
       </div>
+      {running && <PortsLine ports={runInfo?.ports} />}
       {queue && (
         <div
           className={`tacc-queue${queue.overQuota ? ' tacc-overquota' : ''}`}
@@ -341,6 +350,31 @@ function TaskRow(props: {
               Resubmit
             </button>
           </div>
+          {running && (
+            <div className="tacc-actions tacc-run-actions" role="toolbar" aria-label={`Task ${task.id} while it runs`}>
+              <button
+                className="jp-Button jp-mod-styled jp-mod-reject tacc-btn tacc-terminal-btn"
+                aria-label={`Open a terminal in task ${task.id}`}
+                title="A shell inside the running task, in a new tab"
+                onClick={() => props.onTerminal(task)}
+              >
+                <span aria-hidden="true" className="tacc-glyph">
+                  &gt;_
+                </span>
+                Terminal
+              </button>
+              <button
+                className="jp-Button jp-mod-styled jp-mod-reject tacc-btn tacc-extend-btn"
+                aria-label={`Extend the time limit of task ${task.id}`}
+                title="Give the task more time"
+                disabled={task.deadline == null && task.time_left == null}
+                onClick={() => void extendTask(model, task)}
+              >
+                Extend…
+              </button>
+            </div>
+          )}
+          {running && <AttemptHistory attempts={runInfo?.attempts} />}
           {view === 'log' && <LogView model={model} task={task} />}
           {view === 'spec' && <SpecView model={model} task={task} />}
         </div>
@@ -410,6 +444,7 @@ function ClusterView({ model }: { model: TasksModel }): JSX.Element {
 export interface PanelCallbacks {
   submitCurrent: () => void;
   canSubmit: () => boolean;
+  openTerminal: (task: Task) => void;
 }
 
 function PanelBody({ model, cb, selected, onSelect }: {
@@ -475,6 +510,7 @@ function PanelBody({ model, cb, selected, onSelect }: {
             onToggle={() => onSelect(selected.id === task.id ? null : task.id, 'log')}
             onView={v => onSelect(task.id, v)}
             onSelect={id => onSelect(id, 'log')}
+            onTerminal={cb.openTerminal}
           />
         ))}
       </ul>

@@ -2,15 +2,30 @@
  * The live task list: polls the relay (quick while the panel is shown, slower while it is
  * hidden and a task of the user is still active so that state changes still notify, not at
  * all while the browser tab is hidden or nothing is active), merges each answer with the
- * previous one and signals the state changes.
+ * previous one and signals the state changes. For each running task it also keeps what the
+ * panel shows of the run (run.ts: ports, GPU usage, attempts), each fetched on its own schedule
+ * (ports often, usage at about the service's sampling rate, attempts when the attempt changes);
+ * an endpoint that answers 404 for a task that exists (a service without it) is left alone.
  */
 
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
-import { TaccApi } from './api';
+import { ApiError, TaccApi } from './api';
 import { LogBuffer } from './logs';
-import { StateChange, Task, isActive, mergeTasks } from './model';
+import { Attempt, PortInfo, StateChange, Task, Usage, isActive, mergeTasks } from './model';
+
+/** What the panel knows of a running task beyond the task list. */
+export interface RunInfo {
+  ports: PortInfo[] | null;
+  usage: Usage | null;
+  attempts: Attempt[] | null;
+}
+
+type RunPart = keyof RunInfo;
+
+/** How often each part is fetched for a running task (ms). */
+export const RUN_INTERVALS: Record<RunPart, number> = { ports: 7500, usage: 30000, attempts: 60000 };
 
 const VISIBLE_INTERVAL = 2500;
 const HIDDEN_INTERVAL = 15000;
@@ -25,6 +40,11 @@ export class TasksModel {
   private readonly fetching = new Set<number>();
   /** Log buffers by task: a log view reopened later resumes from where it was. */
   readonly logs = new Map<number, LogBuffer>();
+  /** Per running task: ports, usage, attempts (kept after it ended: the last ones seen). */
+  readonly runs = new Map<number, RunInfo>();
+  private readonly runFetched = new Map<string, { at: number; attempt: number | null }>();
+  /** Endpoints the service does not have (404 on a task that exists): not asked again for a while. */
+  private readonly missing = new Map<RunPart, number>();
   private visible = false;
   private readonly _changed = new Signal<this, void>(this);
   private readonly _stateChanged = new Signal<this, StateChange[]>(this);
@@ -96,6 +116,7 @@ export class TasksModel {
         this._stateChanged.emit(merged.changes);
       }
       this.fetchSpecs();
+      this.fetchRuns();
     } catch (err) {
       this.error = err instanceof Error ? err.message : String(err);
       this._changed.emit();
@@ -121,6 +142,77 @@ export class TasksModel {
         () => this.fetching.delete(t.id)
       );
     }
+  }
+
+  /** What the panel has of a running task's run (ports, usage, attempts). */
+  run(id: number): RunInfo | undefined {
+    return this.runs.get(id);
+  }
+
+  /** Fetch `part` of task `id` now (after an action that changes it, e.g. a new port). */
+  refreshRun(id: number, part: RunPart): void {
+    this.runFetched.delete(`${id}/${part}`);
+    const task = this.byId?.get(id);
+    if (task) {
+      this.fetchRun(task, part);
+    }
+  }
+
+  /** A task as the service answered an action on it (an extend): shown at once. */
+  noteTask(task: Task): void {
+    if (this.byId?.has(task.id)) {
+      this.byId.set(task.id, task);
+      this.tasks = this.tasks.map(t => (t.id === task.id ? task : t));
+      this._changed.emit();
+    }
+  }
+
+  private fetchRuns(): void {
+    if (!this.visible) {
+      return; // nothing of it is shown
+    }
+    for (const t of this.tasks) {
+      if (t.status !== 'running') {
+        continue;
+      }
+      for (const part of ['ports', 'usage', 'attempts'] as RunPart[]) {
+        this.fetchRun(t, part);
+      }
+    }
+  }
+
+  private fetchRun(task: Task, part: RunPart): void {
+    const key = `${task.id}/${part}`;
+    const now = Date.now();
+    const last = this.runFetched.get(key);
+    const missingSince = this.missing.get(part);
+    if (missingSince !== undefined && now - missingSince < 60000) {
+      return;
+    }
+    const attempt = task.attempt ?? null;
+    if (last && now - last.at < RUN_INTERVALS[part] && (part !== 'attempts' || last.attempt === attempt)) {
+      return;
+    }
+    if (part === 'attempts' && (attempt ?? 1) <= 1 && !task.max_restarts) {
+      return; // one run, and no restart possible: nothing to show
+    }
+    this.runFetched.set(key, { at: now, attempt });
+    const call: Promise<any> =
+      part === 'ports' ? this.api.ports(task.id) : part === 'usage' ? this.api.usage(task.id) : this.api.attempts(task.id);
+    call.then(
+      body => {
+        this.missing.delete(part);
+        const info = this.runs.get(task.id) ?? { ports: null, usage: null, attempts: null };
+        const value = part === 'ports' ? body?.ports : part === 'usage' ? body : body?.attempts;
+        this.runs.set(task.id, { ...info, [part]: value ?? null });
+        this._changed.emit();
+      },
+      err => {
+        if (err instanceof ApiError && err.status === 404 && this.byId?.has(task.id)) {
+          this.missing.set(part, Date.now()); // the service has no such endpoint (yet)
+        }
+      }
+    );
   }
 
   /** A task with its spec when the panel has it. */

@@ -1,1 +1,2 @@
 import './base.css';
+import '@xterm/xterm/css/xterm.css';

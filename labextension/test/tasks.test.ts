@@ -55,4 +55,40 @@ describe('TasksModel', () => {
     model.dispose();
     broken.dispose();
   });
+
+  it('keeps ports and usage of a running task while shown, and leaves an endpoint that answers 404 alone', async () => {
+    const calls: string[] = [];
+    const request: RequestFn = async path => {
+      calls.push(path);
+      if (path.endsWith('/ports')) {
+        return new Response(JSON.stringify({ task_id: 5, ports: [{ port: 8080, declared: true, listening: true, label: null, url: '/p/' }] }));
+      }
+      if (path.endsWith('/usage')) {
+        return new Response('{"message": "Not Found"}', { status: 404 });
+      }
+      const tasks = [task(5, 'running', { deadline: 9e9 }), task(4, 'succeeded')];
+      return new Response(JSON.stringify({ tasks, total: 2 }));
+    };
+    const model = new TasksModel(new TaccApi(request));
+    model.poll.dispose();
+    await model.refresh();
+    expect(calls.filter(c => c.includes('/tasks/5/'))).toEqual([]); // the panel is hidden: nothing shown, nothing asked
+    model.setVisible(true);
+    await model.refresh();
+    await new Promise(r => setTimeout(r, 0));
+    expect(model.run(5)?.ports?.map(p => p.port)).toEqual([8080]);
+    expect(model.run(5)?.usage).toBeNull();
+    expect(model.run(4)).toBeUndefined();
+    expect(calls.filter(c => c.includes('/attempts'))).toEqual([]); // one run and no restarts: not asked
+    await model.refresh();
+    await new Promise(r => setTimeout(r, 0));
+    expect(calls.filter(c => c.endsWith('/usage'))).toHaveLength(1); // 404: not asked again at once
+    expect(calls.filter(c => c.endsWith('/ports'))).toHaveLength(1); // not due yet
+    model.refreshRun(5, 'ports');
+    await new Promise(r => setTimeout(r, 0));
+    expect(calls.filter(c => c.endsWith('/ports'))).toHaveLength(2);
+    model.noteTask(task(5, 'running', { deadline: 1 }));
+    expect(model.tasks[0].deadline).toBe(1);
+    model.dispose();
+  });
 });

@@ -21,6 +21,15 @@ Routes (``PATH`` is relative to the server's root directory; anything outside it
 - ``GET  /tacc/api/tasks/ID/logs``         ``?offset=&limit=`` → ``{offset, next_offset, data, eof, status}``.
 - ``GET  /tacc/api/tasks/ID/logs/stream``  ``?offset=`` → the service's server-sent events, relayed.
 - ``GET  /tacc/api/cluster``, ``GET /tacc/api/quota``.
+- ``GET  /tacc/api/tasks/ID/ports``     → ``{"task_id", "ports": [{"port", "declared", "listening", "label", "url"}]}``
+  (``url`` is the hub's ``<service>/tasks/ID/proxy/PORT/``: the browser opens it directly, not through here).
+- ``GET  /tacc/api/tasks/ID/usage``     → ``{"task_id", "interval", "gpus", "samples", "mean_util", "peak_util"}``.
+- ``GET  /tacc/api/tasks/ID/attempts``  → ``{"task_id", "attempts": [{"attempt", "started_at", ...}]}``.
+- ``POST /tacc/api/tasks/ID/extend``    body ``{"seconds": N}`` → the task (409 not running, 422 naming ``seconds``).
+- ``WS   /tacc/api/tasks/ID/exec``      relayed frame for frame to the service's ``api/tasks/ID/exec`` (the Lab
+  panel's terminal). jupyter_server authenticates the browser (cookie or token, its origin check) and the user
+  must be allowed to *execute* on ``tacc``; the service is called with the user's token (Authorization header).
+  Failing to reach the service, the relay sends one text frame ``{"error", "status"}`` and closes (code 1011).
 
 Errors answer ``{"message", "errors"?: [{"field", "message"}]}`` with the service's status
 (502 when the service cannot be reached).
@@ -37,13 +46,16 @@ from functools import partial
 from typing import Any
 from urllib.parse import urlencode
 
+from jupyter_core.utils import ensure_async
 from jupyter_server.auth.decorator import authorized
-from jupyter_server.base.handlers import APIHandler
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from jupyter_server.base.websocket import WebSocketMixin
 from jupyter_server.utils import url_path_join
 from tornado import web
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 from tornado.httputil import HTTPInputError
 from tornado.iostream import StreamClosedError
+from tornado.websocket import WebSocketClientConnection, WebSocketClosedError, WebSocketHandler, websocket_connect
 
 from tacc_hub.client import ApiClientError
 
@@ -294,7 +306,138 @@ class QuotaHandler(TaccHandler):
         await self._relay("my_quota")
 
 
-ROUTES: list[tuple[str, type[TaccHandler]]] = [
+class PortsHandler(TaccHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, task_id: str) -> None:
+        await self._relay("ports", int(task_id))
+
+
+class UsageHandler(TaccHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, task_id: str) -> None:
+        await self._relay("usage", int(task_id))
+
+
+class AttemptsHandler(TaccHandler):
+    @web.authenticated
+    @authorized
+    async def get(self, task_id: str) -> None:
+        await self._relay("attempts", int(task_id))
+
+
+class ExtendHandler(TaccHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, task_id: str) -> None:
+        try:
+            body = json.loads(self.request.body or b"")
+        except ValueError:
+            body = None
+        seconds = body.get("seconds") if isinstance(body, dict) else None
+        if not isinstance(seconds, int) or isinstance(seconds, bool) or seconds <= 0:
+            self._fail(422, 'give {"seconds": N}, a whole number of seconds above 0',
+                       [{"field": "seconds", "message": "must be a whole number of seconds above 0"}])
+            return
+        await self._relay("extend", int(task_id), seconds)
+
+
+EXEC_MAX_MESSAGE = 4 * 1024 * 1024  # a frame larger than this (either way) closes the relay
+
+
+class ExecRelay(WebSocketMixin, JupyterHandler, WebSocketHandler):
+    """The service's exec WebSocket, relayed frame for frame (text stays text, binary stays binary).
+
+    Each direction waits for the other side to take a frame before reading the next (no unbounded
+    buffering here); either side closing closes the other, with the service's close code passed on.
+    """
+
+    auth_resource = AUTH_RESOURCE
+    upstream: WebSocketClientConnection | None = None
+    _closing = False
+    _pumping: asyncio.Future[None] | None = None
+
+    async def get(self, *args: Any, **kwargs: Any) -> None:
+        user = self.current_user
+        if not user:
+            raise web.HTTPError(403)
+        if self.authorizer is not None and not await ensure_async(
+                self.authorizer.is_authorized(self, user, "execute", self.auth_resource)):
+            raise web.HTTPError(403)
+        await ensure_async(super().get(*args, **kwargs))  # type: ignore[arg-type]
+
+    def _upstream_url(self, task_id: int) -> tuple[str, str | None]:
+        from tacc_hub.cli.settings import resolve
+
+        url, token = resolve(None, None)
+        base = url.rstrip("/")
+        if base.startswith("https://"):
+            base = "wss://" + base[len("https://"):]
+        elif base.startswith("http://"):
+            base = "ws://" + base[len("http://"):]
+        return f"{base}/api/tasks/{task_id}/exec", token
+
+    async def _give_up(self, status: int, message: str) -> None:
+        try:
+            await self.write_message(json.dumps({"error": message, "status": status}))
+        except WebSocketClosedError:
+            return
+        self.close(1011, message[:120])
+
+    async def open(self, task_id: str) -> None:
+        target, token = self._upstream_url(int(task_id))
+        request = HTTPRequest(target, headers={"Authorization": f"token {token}"} if token else {},
+                              connect_timeout=20, request_timeout=30)
+        try:
+            self.upstream = await websocket_connect(request, max_message_size=EXEC_MAX_MESSAGE)
+        except HTTPClientError as exc:
+            message = exc.message or "error"
+            body = exc.response.body if exc.response is not None else b""
+            try:
+                message = json.loads(body or b"").get("message", message)
+            except (ValueError, AttributeError):
+                pass
+            await self._give_up(exc.code if exc.code != 599 else 502, message)
+            return
+        except OSError as exc:
+            await self._give_up(502, f"cannot reach the tacc_hub service: {exc}")
+            return
+        if self._closing:  # the browser left while we connected
+            self.upstream.close()
+            return
+        self._pumping = asyncio.ensure_future(self._pump())
+
+    async def _pump(self) -> None:
+        """Service → browser, until the service closes."""
+        assert self.upstream is not None
+        while True:
+            msg = await self.upstream.read_message()
+            if msg is None:
+                break
+            try:
+                await self.write_message(msg, binary=isinstance(msg, bytes))
+            except WebSocketClosedError:
+                break
+        code = self.upstream.close_code
+        if not self._closing:
+            self.close(code if code and code not in (1005, 1006) else 1000, self.upstream.close_reason)
+
+    async def on_message(self, message: str | bytes) -> None:
+        if self.upstream is None:
+            return
+        try:
+            await self.upstream.write_message(message, binary=isinstance(message, bytes))
+        except WebSocketClosedError:
+            self.close(1011, "the service closed the session")
+
+    def on_close(self) -> None:
+        self._closing = True
+        if self.upstream is not None:
+            self.upstream.close(1000)
+
+
+ROUTES: list[tuple[str, type[TaccHandler] | type[ExecRelay]]] = [
     (r"/tacc/api/capture", CaptureHandler),
     (r"/tacc/api/submit", SubmitHandler),
     (r"/tacc/api/tasks", TasksHandler),
@@ -302,6 +445,11 @@ ROUTES: list[tuple[str, type[TaccHandler]]] = [
     (r"/tacc/api/tasks/(\d+)/cancel", CancelHandler),
     (r"/tacc/api/tasks/(\d+)/logs", LogsHandler),
     (r"/tacc/api/tasks/(\d+)/logs/stream", LogStreamHandler),
+    (r"/tacc/api/tasks/(\d+)/ports", PortsHandler),
+    (r"/tacc/api/tasks/(\d+)/usage", UsageHandler),
+    (r"/tacc/api/tasks/(\d+)/attempts", AttemptsHandler),
+    (r"/tacc/api/tasks/(\d+)/extend", ExtendHandler),
+    (r"/tacc/api/tasks/(\d+)/exec", ExecRelay),
     (r"/tacc/api/cluster", ClusterHandler),
     (r"/tacc/api/quota", QuotaHandler),
 ]
