@@ -246,7 +246,7 @@ def sampling_pass() -> Iterator[SamplingPass]:
 
 async def read_local(command: tuple[str, ...]) -> Reading | None:
     """One run of ``command`` on this machine, parsed; None when there is no reading (logged)."""
-    res = await run_query(list(command))
+    res = await run_query(list(command), timeout=TIMEOUT_S)
     if res.out is None:
         if res.missing:
             _once.warn(f"missing:{command[:1]}", "GPU query command unavailable, no GPU samples: %s", res.why)
@@ -321,7 +321,7 @@ async def slurm_gpu_usage(ex: SlurmExecutor, task_id: int, state: dict[str, Any]
     except SlurmError as exc:  # not an account name: no reading
         _once.warn(f"argv:{task_id}", "GPU query of task %s not run: %s", task_id, exc)
         return []
-    res = await run_query(argv, env=ex._env())
+    res = await run_query(argv, env=ex._env(), timeout=TIMEOUT_S)
     if res.out is None:
         if res.missing:
             _once.warn(f"slurm-missing:{command[:1]}", "GPU query in task %s's job unavailable: %s", task_id,
