@@ -1,0 +1,285 @@
+"""exec and shell into a running task, through the real service (local executor, 2 fake GPU slots) and tcloud.
+
+The tasks run as their owners' Unix accounts; ``tcloud shell`` is driven through a real PTY. The attacks
+come from where an attacker stands: another user's token, a foreign web page's cookie-carrying upgrade,
+an ended task, hostile argv.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import pty
+import select
+import signal
+import struct
+import termios
+import fcntl
+import time
+from pathlib import Path
+
+import pytest
+from tornado.httpclient import HTTPClientError, HTTPRequest
+from tornado.websocket import websocket_connect
+
+from tests import accounts
+
+from .conftest import BIN, ROOT, Api, ServiceProcess, task_pid, tcloud, write_task
+
+WAIT_S = 30
+
+
+def _submit(service: ServiceProcess, user: str, d: Path) -> int:
+    res = tcloud(service, user, "submit", str(d), "--json")
+    assert res.returncode == 0, res.stderr
+    return int(json.loads(res.stdout)["id"])
+
+
+def _running_task(service: ServiceProcess, tmp_path: Path, user: str = "alice", gpus: int = 0,
+                  name: str = "sleeper") -> int:
+    yaml = (f"name: {name}\ncode: .\nworkdir: sub\nentrypoint:\n  - echo $$ > pid\n"
+            "  - echo \"$CUDA_VISIBLE_DEVICES\" > cuda\n  - sleep 600\n")
+    if gpus:
+        yaml += f"resources: {{gpus_per_node: {gpus}}}\n"
+    d = write_task(tmp_path / f"{name}-{user}", yaml)
+    (d / "sub").mkdir(exist_ok=True)
+    (d / "sub" / "keep").write_text("x\n")
+    tid = _submit(service, user, d)
+    Api(service.url, service.token(user)).wait_status(tid, {"running"})
+    return tid
+
+
+def _cancel(service: ServiceProcess, user: str, tid: int) -> None:
+    tcloud(service, user, "cancel", str(tid))
+    Api(service.url, service.token(user)).wait_status(tid, {"cancelled", "failed", "succeeded"}, timeout=30)
+
+
+def _exec(service: ServiceProcess, user: str, tid: int, *argv: str, stdin: bytes = b""):
+    import subprocess
+
+    env = {**os.environ, "TACC_URL": service.url, "TACC_TOKEN": service.token(user), "TACC_CONFIG": "/nonexistent"}
+    return subprocess.run([str(BIN / "tcloud"), "exec", str(tid), "--", *argv], input=stdin, capture_output=True,
+                          env=env, cwd=ROOT, timeout=60)
+
+
+def _wait(cond, what: str, timeout: float = WAIT_S):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = cond()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.fixture
+def alice_task(service: ServiceProcess, tmp_path: Path):
+    tid = _running_task(service, tmp_path, gpus=1)
+    yield tid
+    _cancel(service, "alice", tid)
+
+
+def test_exec_runs_as_the_owner_in_the_task(service, alice_task):
+    tid = alice_task
+    workdir = service.data_dir / "tasks" / str(tid) / "work"
+    res = _exec(service, "alice", tid, "whoami")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.decode().strip() == "alice"
+    res = _exec(service, "alice", tid, "pwd")
+    assert res.stdout.decode().strip() == str(workdir / "sub")
+    cuda = _wait(lambda: (workdir / "sub" / "cuda").read_text().strip() if (workdir / "sub" / "cuda").exists()
+                 else "", "the task's CUDA_VISIBLE_DEVICES")
+    res = _exec(service, "alice", tid, "sh", "-c", "echo $CUDA_VISIBLE_DEVICES; echo $TACC_TASK_ID")
+    assert res.stdout.decode().split() == [cuda, str(tid)]
+    # exit codes and stderr come back on their own streams
+    res = _exec(service, "alice", tid, "sh", "-c", "echo out; echo err >&2; exit 7")
+    assert (res.returncode, res.stdout, res.stderr) == (7, b"out\n", b"err\n")
+    # stdin is forwarded, its end too
+    res = _exec(service, "alice", tid, "tr", "a-z", "A-Z", stdin=b"hello\n")
+    assert (res.returncode, res.stdout) == (0, b"HELLO\n")
+    res = _exec(service, "alice", tid, "no-such-command-here")
+    assert res.returncode == 127
+
+
+def test_hostile_argv_arrives_literally(service, alice_task, tmp_path):
+    tid = alice_task
+    victim = accounts.data_dir() / "victim"
+    victim.mkdir()
+    os.chmod(victim.parent, 0o755)
+    hostile = ["$(id)", ";rm -rf ~", "`touch /tmp/pwned-exec`", "a b", "'\"", "--", "FOO=bar", "\\n"]
+    res = _exec(service, "alice", tid, "printf", "%s\\n", *hostile)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.decode().split("\n")[:-1] == hostile
+    assert not Path("/tmp/pwned-exec").exists()
+    res = _exec(service, "alice", tid, "FOO=bar", "id")  # a NAME=VALUE first item is a command, not env
+    assert res.returncode == 127
+
+
+def _ws(service: ServiceProcess, tid: int, headers: dict[str, str]):
+    async def go():
+        req = HTTPRequest(f"ws://127.0.0.1:{service.port}/api/tasks/{tid}/exec", headers=headers)
+        try:
+            conn = await websocket_connect(req)
+        except HTTPClientError as exc:
+            return exc.code, json.loads(exc.response.body) if exc.response is not None and exc.response.body else {}
+        conn.close()
+        return 101, {}
+    return asyncio.run(go())
+
+
+def test_another_users_token_gets_404_and_nothing_runs(service, alice_task):
+    tid = alice_task
+    marker = Path(f"/tmp/exec-bob-{tid}")
+    res = _exec(service, "bob", tid, "touch", str(marker))
+    assert res.returncode == 255 and b"404" in res.stderr
+    status, body = _ws(service, tid, {"Authorization": f"token {service.token('bob')}"})
+    assert status == 404 and "no task" in body["message"]
+    status, _ = _ws(service, tid, {})
+    assert status == 401
+    status, _ = _ws(service, 99999, {"Authorization": f"token {service.token('alice')}"})
+    assert status == 404
+    assert not marker.exists()
+    # an admin may (and it is audited)
+    res = _exec_admin(service, tid)
+    assert res.returncode == 0 and res.stdout.decode().strip() == "alice"
+
+
+def _exec_admin(service: ServiceProcess, tid: int):
+    import subprocess
+
+    env = {**os.environ, "TACC_URL": service.url, "TACC_TOKEN": service.token("admin", admin=True),
+           "TACC_CONFIG": "/nonexistent"}
+    return subprocess.run([str(BIN / "tcloud"), "exec", "-n", str(tid), "--", "whoami"], capture_output=True,
+                          env=env, cwd=ROOT, timeout=60)
+
+
+def test_exec_after_the_task_ended_is_refused(service, tmp_path):
+    tid = _running_task(service, tmp_path, name="ended")
+    _cancel(service, "alice", tid)
+    status, body = _ws(service, tid, {"Authorization": f"token {service.token('alice')}"})
+    assert status == 409 and "not running" in body["message"]
+    res = _exec(service, "alice", tid, "true")
+    assert res.returncode == 255 and b"409" in res.stderr
+
+
+def test_an_exec_ends_with_its_task(service, tmp_path):
+    import subprocess
+
+    tid = _running_task(service, tmp_path, name="ending")
+    env = {**os.environ, "TACC_URL": service.url, "TACC_TOKEN": service.token("alice"), "TACC_CONFIG": "/nonexistent"}
+    proc = subprocess.Popen([str(BIN / "tcloud"), "exec", "-n", str(tid), "--", "sh", "-c",
+                             "echo $$; (setsid sleep 600 & echo $!); exec sleep 500"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=ROOT)
+    assert proc.stdout is not None
+    pids = [int(proc.stdout.readline()), int(proc.stdout.readline())]
+    assert all(_alive(p) for p in pids)
+    _cancel(service, "alice", tid)
+    _wait(lambda: not any(_alive(p) for p in pids), "the exec's processes (a setsid one too) to be gone")
+    assert proc.wait(30) != 0
+
+
+def _set_size(fd: int, rows: int, cols: int) -> None:
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+
+class Terminal:
+    """tcloud on a real PTY: what it prints, what we type."""
+
+    def __init__(self, argv: list[str], env: dict[str, str]) -> None:
+        self.pid, self.fd = pty.fork()
+        if self.pid == 0:
+            os.chdir(ROOT)
+            os.execve(argv[0], argv, env)
+        _set_size(self.fd, 30, 100)
+        self.out = b""
+
+    def read_until(self, needle: bytes, timeout: float = WAIT_S) -> bytes:
+        deadline = time.monotonic() + timeout
+        while needle not in self.out:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no {needle!r} in {self.out[-2000:]!r}")
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if ready:
+                try:
+                    chunk = os.read(self.fd, 65536)
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    raise AssertionError(f"terminal closed; no {needle!r} in {self.out[-2000:]!r}")
+                self.out += chunk
+        return self.out
+
+    def send(self, text: str) -> None:
+        os.write(self.fd, text.encode())
+
+    def wait(self, timeout: float = WAIT_S) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            with_pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if with_pid:
+                try:
+                    while os.read(self.fd, 65536):
+                        pass
+                except OSError:
+                    pass
+                os.close(self.fd)
+                return os.waitstatus_to_exitcode(status)
+            time.sleep(0.05)
+        os.kill(self.pid, signal.SIGKILL)
+        raise AssertionError("tcloud shell did not exit")
+
+
+def test_shell_on_a_real_terminal(service, alice_task):
+    tid = alice_task
+    env = {**os.environ, "TACC_URL": service.url, "TACC_TOKEN": service.token("alice"), "TACC_CONFIG": "/nonexistent",
+           "TERM": "xterm"}
+    term = Terminal([str(BIN / "tcloud"), "shell", str(tid)], env)
+    term.read_until(b"/work/sub$ ")  # the prompt of the account's login shell, in the task's working directory
+    term.send("echo who=$(whoami)\n")
+    term.read_until(b"who=alice")
+    term.send("stty size\n")
+    term.read_until(b"30 100")
+    _set_size(term.fd, 41, 132)
+    os.kill(term.pid, signal.SIGWINCH)
+    deadline = time.monotonic() + WAIT_S
+    while b"41 132" not in term.out:  # the resize travels on its own frame: ask until it has arrived
+        assert time.monotonic() < deadline, term.out[-500:]
+        term.send("stty size\n")
+        term.read_until(b"\n")
+        time.sleep(0.1)
+        try:
+            term.read_until(b"41 132", timeout=0.5)
+        except AssertionError:
+            pass
+    term.send("exit 3\n")
+    assert term.wait() == 3
+    # the local terminal was restored: tcloud left it as it found it (checked by a fresh shell below)
+
+
+def test_sessions_are_audited(service, alice_task):
+    tid = alice_task
+    before = _audit(service, tid)
+    assert _exec(service, "alice", tid, "true").returncode == 0
+    rows = _wait(lambda: [r for r in _audit(service, tid) if r not in before], "an audit row")
+    assert rows[0]["actor"] == "alice" and rows[0]["action"] == "exec"
+    assert rows[0]["detail"]["argv"] == ["true"] and rows[0]["detail"]["tty"] is False
+
+
+def _audit(service: ServiceProcess, tid: int) -> list[dict]:
+    from tacc_hub.store import Store
+
+    store = Store(f"sqlite:///{service.state_dir.resolve() / 'tacc.sqlite'}")
+    try:
+        return [{"actor": e.actor, "action": e.action, "detail": e.detail} for e in store.audit(task_id=tid)]
+    finally:
+        store.close()
