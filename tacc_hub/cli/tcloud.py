@@ -1,6 +1,6 @@
 """tcloud: submit and follow tasks on a tacc_hub cluster.
 
-Commands: init, submit, spec, ps, show, logs, cancel, download, schema, cluster.
+Commands: init, submit, spec, ps, show, logs, cancel, extend, download, schema, cluster.
 The service URL and token come from --url/--token, TACC_URL/TACC_TOKEN (or
 JupyterHub's JUPYTERHUB_API_TOKEN), or ~/.config/tacc/config.yaml (see
 ``tacc_hub.cli.settings``). Exit status: 0 on success; 1 on an API or input
@@ -319,6 +319,36 @@ def _dur(start: float | None, end: float | None) -> str:
 
 STATUS_STYLE = {"pending": "yellow", "starting": "cyan", "running": "green", "cancelling": "magenta",
                 "succeeded": "bold green", "failed": "bold red", "cancelled": "dim", "lost": "bold red"}
+ENDING_SOON = 600
+"""A running task with less time left than this (seconds) shows "ends in 4m" (styled as a warning)."""
+ENDING_STYLE = "bold yellow"
+
+
+def _span(seconds: float) -> str:
+    """A length of time for people, to the minute: 2d03h, 1h05m, 45m; under a minute 30s."""
+    d = max(0, int(seconds))
+    if d < 60:
+        return f"{d}s"
+    days, rest = divmod(d, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    if days:
+        return f"{days}d{hours:02d}h"
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m"
+
+
+def _time_left(t: dict[str, Any]) -> str:
+    """A running task's time left: "1h05m", or "ends in 4m" under ENDING_SOON; "-" for others."""
+    left = t.get("time_left")
+    if t.get("status") not in ("running", "cancelling") or not isinstance(left, int | float):
+        return "-"
+    return f"ends in {_span(left)}" if left < ENDING_SOON else _span(left)
+
+
+def _cell_style(col: str, value: str) -> str:
+    if col == "TIME LEFT":
+        return ENDING_STYLE if value.startswith("ends in") else ""
+    return STATUS_STYLE.get(value, "") if col == "STATUS" else ""
 
 
 @cli.command()
@@ -339,13 +369,13 @@ def ps(obj: Ctx, states: tuple[str, ...], all_users: bool, limit: int, as_json: 
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
-    cols = ["ID", "NAME", "STATUS", *(["OWNER"] if all_users else []), "GPUS", "SUBMITTED", "TIME", "POS", "START",
-            "REASON"]
+    cols = ["ID", "NAME", "STATUS", *(["OWNER"] if all_users else []), "GPUS", "SUBMITTED", "TIME", "TIME LEFT",
+            "POS", "START", "REASON"]
     rows = []
     for t in out["tasks"]:
         queue = t.get("queue")
         rows.append([str(t["id"]), t["name"], t["status"], *([t["owner"]] if all_users else []), _gpus(t),
-                     _ago(t["submitted_at"]), _dur(t["started_at"], t["finished_at"]),
+                     _ago(t["submitted_at"]), _dur(t["started_at"], t["finished_at"]), _time_left(t),
                      str(queue["position"]) if queue else "-", _eta(queue), t.get("reason") or ""])
     more = f"{len(out['tasks'])} of {out['total']} shown (use -n)" if out["total"] > len(out["tasks"]) else ""
     _table(cols, rows, fancy, wrap="REASON", styled="STATUS")
@@ -378,8 +408,9 @@ def _table(cols: list[str], rows: list[list[str]], fancy: bool | None, wrap: str
     for col in cols:
         table.add_column(col, no_wrap=col != wrap)
     at = cols.index(styled) if styled in cols else -1
-    for r in rows:
-        table.add_row(*[Text(v, style=STATUS_STYLE.get(v, "")) if i == at else Text(v) for i, v in enumerate(r)])
+    for r in rows:  # the state column in its state's style; a task about to end in the warning style
+        table.add_row(*[Text(v, style=STATUS_STYLE.get(v, "")) if i == at else Text(v, style=_cell_style(cols[i], v))
+                        for i, v in enumerate(r)])
     _console().print(table)
 
 
@@ -416,9 +447,88 @@ def show(obj: Ctx, task_id: int, as_json: bool) -> None:
             for n in t["placement"]["nodes"])))
     elif t.get("gpus_requested") is not None:
         con.print(f"asks for: {t['gpus_requested']} GPU(s)")
+    _show_time(con, t)
+    _show_attempts(con, obj.client, t)
+    _show_usage(con, obj.client, t)
     con.print("[bold]spec[/]")
     # width: PyYAML folds long strings at 80 columns by default; the spec is printed as it is.
     _raw(yaml.safe_dump(t.get("spec"), sort_keys=False, width=1 << 30))
+
+
+def _hms(seconds: int) -> str:
+    d = max(0, int(seconds))
+    return f"{d // 3600}:{d % 3600 // 60:02d}:{d % 60:02d}"
+
+
+def _utc(ts: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ts))
+
+
+def _show_time(con: Any, t: dict[str, Any]) -> None:
+    """"time limit: 1:00:00; deadline ...; 0:45:10 left" (a running task) or just the limit."""
+    limit = t.get("time_limit")
+    if not isinstance(limit, int):
+        return
+    line = f"time limit: {_hms(limit)}"
+    if isinstance(t.get("deadline"), int | float):
+        line += f"; deadline {_utc(t['deadline'])}"
+    left = t.get("time_left")
+    if isinstance(left, int | float) and t["status"] in ("running", "cancelling"):
+        text = f"{_hms(int(left))} left"
+        line += f"; [{ENDING_STYLE}]{text}[/]" if left < ENDING_SOON else f"; {text}"
+    if t.get("max_restarts"):
+        line += f"; restarts: at most {t['max_restarts']}"
+    con.print(line)
+
+
+def _optional(fn: Any, *args: Any) -> dict[str, Any] | None:
+    """``fn(*args)``, or None where the service has no such endpoint or nothing for this task (404)."""
+    from tacc_hub.client import ApiClientError
+
+    try:
+        out = fn(*args)
+    except ApiClientError as exc:
+        if exc.status == 404:
+            return None
+        _api_error(exc)
+    return out if isinstance(out, dict) else None
+
+
+def _show_attempts(con: Any, client: TaccClient, t: dict[str, Any]) -> None:
+    """The task's runs (attempt, started, duration, outcome, exit code, reason), when it ran more than never."""
+    from rich.markup import escape as e
+
+    out = _optional(client.attempts, t["id"])
+    runs = [a for a in (out or {}).get("attempts", []) if isinstance(a, dict)]
+    if not runs:
+        return
+    con.print(f"[bold]runs[/] ({len(runs)})")
+    rows = [["ATTEMPT", "STARTED", "DURATION", "OUTCOME", "EXIT", "REASON"]]
+    for a in runs:
+        started = a.get("started_at")
+        rows.append([str(a.get("attempt", "?")),
+                     time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started)) if started else "-",
+                     _dur(started, a.get("finished_at")), str(a.get("outcome", "?")),
+                     "-" if a.get("exit_code") is None else str(a["exit_code"]), str(a.get("reason") or "")])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for r in rows:
+        con.print("  " + e("  ".join(v.ljust(w) for v, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]).rstrip())
+
+
+def _show_usage(con: Any, client: TaccClient, t: dict[str, Any]) -> None:
+    """"GPU utilization: mean 37% over 2 GPUs (12 samples)"; nothing when the service has no samples."""
+    out = _optional(client.usage, t["id"])
+    samples = (out or {}).get("samples") or []
+    mean = (out or {}).get("mean_util")
+    if not samples or not isinstance(mean, int | float):
+        return
+    gpus = (out or {}).get("gpus")
+    if not isinstance(gpus, int):
+        last = samples[-1] if isinstance(samples[-1], dict) else {}
+        gpus = last.get("gpus") if isinstance(last.get("gpus"), int) else 0
+    over = f" over {gpus} GPU{'s' if gpus != 1 else ''}" if gpus else ""
+    n = len(samples)
+    con.print(f"GPU utilization: mean {mean:.0f}%{over} ({n} sample{'s' if n != 1 else ''})")
 
 
 def _waiting(t: dict[str, Any]) -> str | None:
@@ -514,6 +624,41 @@ def cancel(obj: Ctx, task_ids: tuple[int, ...]) -> None:
     for tid in task_ids:
         t = _call(obj.client.cancel, tid)
         click.echo(f"task {tid}: {t['status']}")
+
+
+def _duration_arg(text: str) -> int:
+    """``tcloud extend``'s DURATION: 3600 (seconds), 30m, 1h, 1d, 1:30:00; exit 1 naming it otherwise."""
+    raw = text.strip()
+    if raw.isascii() and raw.isdigit() and len(raw) <= 9:
+        return int(raw)
+    from tacc_hub.schema.fields import parse_duration_s
+
+    try:
+        value = parse_duration_s(raw)
+    except ValueError:
+        _die(f"bad DURATION {text[:40]!r}: give seconds (3600) or a duration such as 30m, 1h or 1:30:00")
+    if not isinstance(value, int):
+        _die(f"bad DURATION {text[:40]!r}")
+    return value
+
+
+@cli.command()
+@click.argument("task_id", type=int)
+@click.argument("duration")
+@click.pass_obj
+def extend(obj: Ctx, task_id: int, duration: str) -> None:
+    """Give a running task more time: DURATION is seconds (3600) or 30m, 1h, 1:30:00.
+
+    Within the site's longest time limit and your GPU-hour budget; prints the new limit and the time left.
+    """
+    t = _call(obj.client.extend, task_id, _duration_arg(duration))
+    limit, left, deadline = t.get("time_limit"), t.get("time_left"), t.get("deadline")
+    line = f"task {task_id}: time limit now {_hms(limit) if isinstance(limit, int) else '?'}"
+    if isinstance(left, int | float):
+        line += f", {_span(left)} left"
+    if isinstance(deadline, int | float):
+        line += f" (ends {_utc(deadline)})"
+    click.echo(line)
 
 
 OUTPUTS_MAX_UNPACKED = 1 << 40
