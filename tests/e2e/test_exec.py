@@ -8,14 +8,15 @@ an ended task, hostile argv.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import json
 import os
 import pty
 import select
 import signal
 import struct
+import tempfile
 import termios
-import fcntl
 import time
 from pathlib import Path
 
@@ -23,9 +24,9 @@ import pytest
 from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
 
-from tests import accounts
+from tacc_hub.snapshot import digest_of, pack
 
-from .conftest import BIN, ROOT, Api, ServiceProcess, task_pid, tcloud, write_task
+from .conftest import BIN, ROOT, Api, ServiceProcess, tcloud, write_task
 
 WAIT_S = 30
 
@@ -112,9 +113,6 @@ def test_exec_runs_as_the_owner_in_the_task(service, alice_task):
 
 def test_hostile_argv_arrives_literally(service, alice_task, tmp_path):
     tid = alice_task
-    victim = accounts.data_dir() / "victim"
-    victim.mkdir()
-    os.chmod(victim.parent, 0o755)
     hostile = ["$(id)", ";rm -rf ~", "`touch /tmp/pwned-exec`", "a b", "'\"", "--", "FOO=bar", "\\n"]
     res = _exec(service, "alice", tid, "printf", "%s\\n", *hostile)
     assert res.returncode == 0, res.stderr
@@ -227,6 +225,7 @@ class Terminal:
         while time.monotonic() < deadline:
             with_pid, status = os.waitpid(self.pid, os.WNOHANG)
             if with_pid:
+                self.final_lflag = termios.tcgetattr(self.fd)[3]  # the terminal's mode as tcloud left it
                 try:
                     while os.read(self.fd, 65536):
                         pass
@@ -263,7 +262,8 @@ def test_shell_on_a_real_terminal(service, alice_task):
             pass
     term.send("exit 3\n")
     assert term.wait() == 3
-    # the local terminal was restored: tcloud left it as it found it (checked by a fresh shell below)
+    # tcloud put our terminal back in its cooked mode (line editing and echo) on the way out
+    assert term.final_lflag & termios.ICANON and term.final_lflag & termios.ECHO
 
 
 def test_sessions_are_audited(service, alice_task):
@@ -283,3 +283,124 @@ def _audit(service: ServiceProcess, tid: int) -> list[dict]:
         return [{"actor": e.actor, "action": e.action, "detail": e.detail} for e in store.audit(task_id=tid)]
     finally:
         store.close()
+
+
+async def _session(url: str, headers: dict[str, str], first: dict) -> tuple[object, list]:
+    """A raw protocol session: the connection and a list collecting what the server sends."""
+    conn = await websocket_connect(HTTPRequest(url, headers=headers))
+    await conn.write_message(json.dumps(first))
+    return conn, []
+
+
+async def _collect(conn) -> tuple[bytes, int | None]:
+    out, code = b"", None
+    while (msg := await conn.read_message()) is not None:
+        if isinstance(msg, bytes):
+            out += msg[1:]
+        elif "exit" in json.loads(msg):
+            code = json.loads(msg)["exit"]
+    return out, code
+
+
+def test_sessions_per_user_are_capped(service, alice_task):
+    tid = alice_task
+    url = f"ws://127.0.0.1:{service.port}/api/tasks/{tid}/exec"
+    headers = {"Authorization": f"token {service.token('alice')}"}
+
+    async def go():
+        conns = [(await _session(url, headers, {"argv": ["sleep", "120"]}))[0] for _ in range(4)]  # the default cap
+        try:
+            with pytest.raises(HTTPClientError) as exc:
+                await websocket_connect(HTTPRequest(url, headers=headers))
+            assert exc.value.code == 429
+        finally:
+            for c in conns:
+                c.close()
+        # closing them frees the slots (the service notices the close on its own time)
+        deadline = time.monotonic() + WAIT_S
+        while True:
+            try:
+                conn, _ = await _session(url, headers, {"argv": ["echo", "again"]})
+                return await _collect(conn)
+            except HTTPClientError as e:
+                assert e.code == 429 and time.monotonic() < deadline
+                await asyncio.sleep(0.1)
+
+    assert asyncio.run(go()) == (b"again\n", 0)
+
+
+def test_a_bad_first_frame_is_refused_naming_the_field(service, alice_task):
+    tid = alice_task
+    url = f"ws://127.0.0.1:{service.port}/api/tasks/{tid}/exec"
+    headers = {"Authorization": f"token {service.token('alice')}"}
+
+    async def first(frame: object) -> dict:
+        conn = await websocket_connect(HTTPRequest(url, headers=headers))
+        await conn.write_message(frame if isinstance(frame, str) else json.dumps(frame))
+        msgs = []
+        while (msg := await conn.read_message()) is not None:
+            msgs.append(msg)
+        assert conn.close_code == 4400, (conn.close_code, msgs)
+        return json.loads(msgs[-1])
+
+    async def go():
+        assert (await first({"argv": "id"}))["field"] == "argv"
+        assert (await first({"argv": ["a\0b"]}))["field"] == "argv"
+        assert (await first({"argv": ["x"] * 5000}))["field"] == "argv"
+        assert (await first({"argv": ["x" * 200_000, "y" * 100_000]}))["field"] == "argv"
+        assert (await first({"argv": []}))["field"] == "argv"  # only a terminal may ask for the login shell
+        assert (await first({"argv": ["id"], "tty": "yes"}))["field"] == "tty"
+        assert (await first({"argv": ["id"], "tty": True, "rows": -1}))["field"] == "rows"
+        assert (await first({"argv": ["id"], "env": {"LD_PRELOAD": "x"}}))["field"] == "env"
+        assert (await first("{not json"))["field"] is None
+
+    asyncio.run(go())
+    assert all(r["detail"]["argv"] != ["a\0b"] for r in _audit(service, tid))  # nothing refused was started
+
+
+def test_a_cross_origin_upgrade_with_the_hub_cookie_is_refused(tmp_path_factory):
+    """A page on another site opening the WebSocket: the browser sends the hub's cookie, and its own Origin."""
+    import requests
+
+    from tests.hub.conftest import HubProcess
+
+    hub = HubProcess(tmp_path_factory.mktemp("hub-exec")).start()
+    try:
+        s = hub.login("alice")
+        assert s.get(hub.service_url + "/", timeout=30).status_code == 200  # the service's OAuth cookie
+        token = hub.token("alice", ["custom:tacc:tasks"])
+        with tempfile.TemporaryDirectory() as empty:
+            archive = pack(empty)
+        digest = digest_of(archive)
+        auth = {"Authorization": f"token {token}"}
+        requests.put(f"{hub.service_url}/api/code/{digest}", data=archive, headers=auth, timeout=30)
+        r = requests.post(f"{hub.service_url}/api/tasks", headers=auth, timeout=30, json={
+            "name": "xo", "entrypoint": "sleep 300", "resources": {"time_limit": "5m"},
+            "code": {"kind": "snapshot", "digest": digest, "size": len(archive)}})
+        assert r.status_code == 201, r.text
+        tid = int(r.json()["id"])
+        deadline = time.monotonic() + 60
+        while requests.get(f"{hub.service_url}/api/tasks/{tid}", headers=auth, timeout=30).json()["status"] \
+                != "running":
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        cookie = "; ".join(f"{c.name}={c.value}" for c in s.cookies)
+        url = hub.service_url.replace("http://", "ws://") + f"/api/tasks/{tid}/exec"
+        marker = Path(f"/tmp/exec-xo-{tid}")
+
+        async def attempt(origin: str) -> tuple[int, bytes, int | None]:
+            try:
+                conn = await websocket_connect(HTTPRequest(url, headers={"Cookie": cookie, "Origin": origin}))
+            except HTTPClientError as exc:
+                return exc.code, b"", None
+            await conn.write_message(json.dumps({"argv": ["sh", "-c", f"touch {marker}; whoami"]}))
+            out, code = await _collect(conn)
+            return 101, out, code
+
+        assert asyncio.run(attempt("http://evil.example"))[0] == 403
+        assert not marker.exists()
+        # the same cookie from the service's own pages (the same origin) is let in
+        assert asyncio.run(attempt(hub.url)) == (101, b"alice\n", 0)
+        requests.post(f"{hub.service_url}/api/tasks/{tid}/cancel", headers=auth, timeout=30)
+    finally:
+        hub.stop()
