@@ -40,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -68,6 +69,9 @@ from .running_settings import RunningSettings
 log = logging.getLogger("tacc_hub.controller")
 
 S = TaskStatus
+
+WARN_EXIT = 128 + int(signal.SIGUSR1)
+"""The exit status of a process killed by SIGUSR1 (a task that did not handle its time-limit warning)."""
 
 PASS_SHARE = 3.0
 """After a tick of T seconds the next waits at least PASS_SHARE * T (passes: at most a quarter of the loop)."""
@@ -516,6 +520,12 @@ class Controller(RecoveryMixin):
             to, reason = S.CANCELLED, "cancelled"
         elif obs.status == "exited" and obs.exit_code == 0:
             to, reason = S.SUCCEEDED, obs.reason  # e.g. leftover processes the local executor killed
+        elif obs.status == "exited" and obs.exit_code == WARN_EXIT and WARNED_KEY in live.state:
+            # It did not handle its time-limit warning: that ends its run as its limit would (no restart).
+            self._finish(task_id, live, S.FAILED, exit_code=obs.exit_code, now=now, outcome="time_limit", reason=(
+                f"ended by SIGUSR1, its warning {live.warn_before} s before its time limit of {live.limit} s "
+                "(qos.warn_before): trap SIGUSR1 to checkpoint, or give a shorter qos.warn_before"))
+            return
         elif obs.status == "exited":
             to, reason = S.FAILED, (obs.reason or "").replace(REQUEUE_MARK, "").strip() or \
                 f"exited with status {obs.exit_code}"

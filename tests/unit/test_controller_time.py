@@ -232,3 +232,29 @@ def test_extension_body_durations() -> None:
     assert extension_seconds({"by": "30m"}, 86400) == 1800
     assert extension_seconds({"by": "1:30:00"}, 86400) == 5400
     assert extension_seconds({"seconds": 600}, 86400) == 600
+
+
+async def test_a_task_killed_by_its_warning_is_not_restarted(env) -> None:  # noqa: F811
+    """SIGUSR1 not handled (exit 138 after the warning): its run ends as its time limit would, no restart."""
+    ex = SignalFake(gpus=2)
+    store, codes, site, _ = env
+    ctl = Controller(store, ex, site, FifoGang(), codes, poll_interval=0.02, restart_backoff=0.01)
+    await ctl.start()
+    try:
+        rec = await ctl.submit("alice", spec(env, resources={"time_limit": 3600},
+                                             qos={"max_restarts": 2, "warn_before": 60}))
+        await until(lambda: ctl.store.get(rec.id).status == S.RUNNING)
+        ctl.warn_deadlines(now=ctl.live[rec.id].started_at + 3545)
+        await until(lambda: len(ex.signals) == 1)
+        ex.finish(rec.id, 138)
+        await until(lambda: ctl.store.get(rec.id).status == S.FAILED)
+        done = ctl.store.get(rec.id)
+        assert done.reason.startswith("ended by SIGUSR1, its warning 60 s before its time limit of 3600 s"), done.reason
+        assert len(ex.launched) == 1 and [a.outcome for a in ctl.store.attempts(rec.id)] == ["time_limit"]
+        # Without a warning sent, exit 138 is a failure like any other (restarted).
+        again = await ctl.submit("alice", spec(env, qos={"max_restarts": 1}))
+        await until(lambda: ctl.store.get(again.id).status == S.RUNNING)
+        ex.finish(again.id, 138)
+        await until(lambda: len(ex.launched) == 3)
+    finally:
+        await ctl.stop()
