@@ -106,7 +106,10 @@ def _child(account: dict[str, Any] | None, cwd: str, env: dict[str, str], argv: 
             import fcntl
             import termios
 
-            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+            try:
+                fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+            except PermissionError:  # the caller's session holds it: ours now (root may take it over)
+                fcntl.ioctl(0, termios.TIOCSCTTY, 1)
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
         for sig in (*FORWARDED, signal.SIGPIPE, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
