@@ -155,8 +155,8 @@ async def run_query(argv: list[str], *, env: dict[str, str] | None = None, timeo
             *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE, env=env if env is not None else _plain_env(), cwd="/",
             start_new_session=True)
-    except OSError as exc:
-        return Result(None, f"{argv[0]}: {exc.strerror or exc}", missing=True)
+    except (OSError, ValueError) as exc:  # not there, not executable, a NUL in an argument
+        return Result(None, f"{argv[0][:200]}: {getattr(exc, 'strerror', None) or exc}", missing=True)
     assert proc.stdout is not None and proc.stderr is not None
     stdout, stderr = proc.stdout, proc.stderr
 
