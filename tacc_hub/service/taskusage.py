@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from tacc_hub.store.running import GpuSample
 
@@ -25,19 +25,19 @@ _SINCE = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,9})?")
 
 
 class UsagePointOut(BaseModel):
-    at: float  # epoch seconds (of the first sample of the point)
-    util: float  # mean GPU utilization over the task's GPUs that answered, percent
-    memory_mib: float | None  # GPU memory used, summed over them (null: not reported)
-    gpus: int  # how many of its GPUs answered
+    at: float = Field(description="epoch seconds (of the first sample the point averages)")
+    util: float = Field(description="mean GPU utilization over the task's GPUs that answered, percent (0..100)")
+    memory_mib: float | None = Field(description="GPU memory used, summed over them, MiB (null: not reported)")
+    gpus: int = Field(description="how many of the task's GPUs answered")
 
 
 class UsageOut(BaseModel):
     task_id: int
-    interval: float  # seconds between samples (TaccHub.gpu_sample_interval; 0: sampling is off)
-    gpus: int  # the GPUs the task holds (or asked for, before it runs)
-    samples: list[UsagePointOut]
-    mean_util: float | None  # mean of the samples' util; null without samples
-    peak_util: float | None
+    interval: float = Field(description="seconds between samples (TaccHub.gpu_sample_interval; 0: sampling off)")
+    gpus: int = Field(description="the GPUs the task holds (or asks for, before it runs)")
+    samples: list[UsagePointOut] = Field(description="oldest first, at most 500 points")
+    mean_util: float | None = Field(description="mean util over every sample in the window; null without samples")
+    peak_util: float | None = Field(description="highest util of a sample in the window; null without samples")
 
 
 def downsample(samples: list[GpuSample], max_points: int = MAX_POINTS) -> list[dict[str, Any]]:
