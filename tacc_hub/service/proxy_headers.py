@@ -1,0 +1,185 @@
+"""Header and cookie rewriting of the web-port proxy (``proxy.py``): pure functions, no I/O.
+
+Invariants (each a rule against a hostile task or a careless caller):
+- Nothing that authenticates the caller to the service or the hub reaches the task: no
+  ``Authorization``, no cookie named ``jupyterhub*`` or the service's own (its OAuth cookie and
+  state cookies; the service's signed ``_xsrf``), no ``token=`` query parameter, and none of the
+  caller's ``X-Forwarded-*``/``Forwarded``/``X-Real-IP`` (the proxy sets its own).
+- Hop-by-hop headers (RFC 7230 6.1: ``Connection`` and the names it lists, ``Keep-Alive``,
+  ``TE``, ``Trailer``, ``Transfer-Encoding``, ``Upgrade``, ``Proxy-*``) end at the proxy, both ways.
+- A cookie the task sets lives only under its proxy path: ``Path`` forced under the prefix,
+  ``Domain`` removed, cookies named ``jupyterhub*``, the service's own name, or ``__Host-*`` (which
+  cannot be re-scoped) dropped. A task cannot widen a service worker's scope
+  (``Service-Worker-Allowed``), clear the hub's site data (``Clear-Site-Data``) or pin the hub's
+  transport (``Strict-Transport-Security``, ``Alt-Svc``): those headers are dropped.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Callable, Iterable
+
+from tornado.httputil import HTTPHeaders
+
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
+                        "te", "trailer", "trailers", "transfer-encoding", "upgrade"})
+CLIENT_ONLY = frozenset({"authorization", "host", "expect", "forwarded", "x-real-ip", "x-scheme", "cookie"})
+WEBSOCKET_OWN = frozenset({"sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions",
+                           "sec-websocket-protocol", "sec-websocket-accept"})
+TASK_MAY_NOT_SET = frozenset({"service-worker-allowed", "clear-site-data", "strict-transport-security", "alt-svc",
+                              "set-cookie2"})
+RESERVED_COOKIE_PREFIXES = ("jupyterhub",)
+
+
+def hop_by_hop(headers: HTTPHeaders) -> set[str]:
+    """Lower-case names that end at this hop: the fixed list and every name ``Connection`` lists."""
+    names = set(HOP_BY_HOP)
+    for value in headers.get_list("Connection"):
+        names.update(t.strip().lower() for t in value.split(",") if t.strip())
+    return names
+
+
+def reserved_cookie(name: str, service_cookie: str | None) -> bool:
+    """A cookie name the task never sees nor sets: the hub's, the service's own (and its state cookies)."""
+    low = name.strip().lower()
+    if low.startswith(RESERVED_COOKIE_PREFIXES):
+        return True
+    if service_cookie:
+        own = service_cookie.lower()
+        bare = own.removeprefix("__host-")
+        if low.startswith(own) or low.startswith(bare) or low.startswith("__host-" + bare):
+            return True
+    return False
+
+
+def filter_cookie_header(value: str, drop: Callable[[str, str], bool]) -> str:
+    """A ``Cookie`` request header without the pairs ``drop(name, value)`` refuses (order kept)."""
+    kept = []
+    for part in value.split(";"):
+        if not part.strip():
+            continue
+        name, eq, val = part.strip().partition("=")
+        if not eq or drop(name.strip(), val.strip()):
+            continue
+        kept.append(part.strip())
+    return "; ".join(kept)
+
+
+def query_without_token(query: str) -> str:
+    """The raw query string without ``token`` parameters (the other pairs kept byte for byte)."""
+    if not query:
+        return ""
+    kept = [p for p in query.split("&") if urllib.parse.unquote_plus(p.partition("=")[0]).strip() != "token"]
+    return "&".join(kept)
+
+
+def same_origin(headers: HTTPHeaders) -> bool:
+    """Whether a browser request comes from a page of this very origin (tornado's cross-origin algorithm):
+    ``Sec-Fetch-Site`` same-origin or none; without it, an ``Origin`` whose host is the request's
+    ``Host``; a request with neither comes from no browser page."""
+    site = headers.get("Sec-Fetch-Site")
+    origin = headers.get("Origin")
+    if site is not None:
+        return site in ("same-origin", "none")
+    if origin is None:
+        return True
+    return urllib.parse.urlsplit(origin).netloc.lower() == headers.get("Host", "").lower() != ""
+
+
+def request_headers(client: HTTPHeaders, *, backend: str, drop_cookie: Callable[[str, str], bool],
+                    forwarded_for: str, forwarded_host: str, forwarded_proto: str, prefix: str | None,
+                    websocket: bool = False) -> HTTPHeaders:
+    """What the task's server gets: the client's headers less hop-by-hop ones and the caller's credentials,
+    ``Host`` set to ``backend``, and the proxy's own ``X-Forwarded-*`` (``X-Forwarded-Prefix`` when the
+    prefix is stripped). An ``Origin`` of this very origin becomes the backend's (so that a server
+    checking Origin against Host accepts its own pages); another origin is passed as it is."""
+    drop = hop_by_hop(client) | CLIENT_ONLY | (WEBSOCKET_OWN if websocket else frozenset())
+    out = HTTPHeaders()
+    for name, value in client.get_all():
+        low = name.lower()
+        if low in drop or low.startswith("x-forwarded-") or (websocket and low == "content-length"):
+            continue
+        if low == "origin" and urllib.parse.urlsplit(value).netloc.lower() == client.get("Host", "").lower():
+            value = f"http://{backend}"
+        out.add(name, value)
+    cookies = "; ".join(v for v in client.get_list("Cookie"))
+    if cookies:
+        kept = filter_cookie_header(cookies, drop_cookie)
+        if kept:
+            out["Cookie"] = kept
+    out["Host"] = backend
+    out["X-Forwarded-For"] = forwarded_for
+    out["X-Forwarded-Host"] = forwarded_host
+    out["X-Forwarded-Proto"] = forwarded_proto
+    if prefix is not None:
+        out["X-Forwarded-Prefix"] = prefix.rstrip("/")
+    return out
+
+
+def rewrite_set_cookie(value: str, scope: str, service_cookie: str | None) -> str | None:
+    """A task's ``Set-Cookie`` re-scoped under ``scope`` (the proxy path, ending in ``/``), or None to drop it.
+
+    ``scope`` is the prefix the browser sees; the task's own ``Path`` is kept beneath it (stripped mode
+    passes its paths relative to the prefix: ``/x`` becomes ``<scope>x``; absolute mode keeps a path
+    already under ``scope``)."""
+    pair, _, rest = value.partition(";")
+    name, eq, _ = pair.partition("=")
+    name = name.strip()
+    if not eq or not name or reserved_cookie(name, service_cookie) or name.lower().startswith("__host-"):
+        return None
+    attrs: list[str] = []
+    path = None
+    for attr in rest.split(";"):
+        key, _, val = attr.strip().partition("=")
+        low = key.strip().lower()
+        if not low or low == "domain":
+            continue
+        if low == "path":
+            path = val.strip()
+            continue
+        attrs.append(attr.strip())
+    attrs.insert(0, f"Path={scoped_path(path, scope)}")
+    return "; ".join([pair.strip(), *attrs])
+
+
+def scoped_path(path: str | None, scope: str) -> str:
+    """The cookie ``Path`` under ``scope``: a path already under it stays, ``/x`` becomes ``<scope>x``."""
+    if not path or not path.startswith("/") or ".." in path or any(c in path for c in ";,\\") \
+            or not path.isascii() or not path.isprintable():
+        return scope
+    if path.startswith(scope) or path + "/" == scope:
+        return path
+    return scope + path.lstrip("/")
+
+
+def rewrite_location(value: str, prefix: str | None, backend: str) -> str:
+    """A redirect of the task's server, seen through the proxy: in stripped mode (``prefix`` set), a path
+    ``/x`` (or ``http://<backend>/x``) becomes ``<prefix>/x``; anything else is left as it is."""
+    if prefix is None:
+        return value
+    parts = urllib.parse.urlsplit(value)
+    if parts.scheme in ("http", "https") and parts.netloc.lower() == backend.lower():
+        value = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, parts.fragment))
+    elif parts.scheme or parts.netloc:
+        return value
+    if value.startswith("/") and not value.startswith("//"):
+        return prefix.rstrip("/") + value
+    return value
+
+
+def response_headers(upstream: HTTPHeaders, *, scope: str, prefix: str | None, backend: str,
+                     service_cookie: str | None) -> Iterable[tuple[str, str]]:
+    """The task's response headers as the caller gets them (see the module's invariants)."""
+    drop = hop_by_hop(upstream) | TASK_MAY_NOT_SET
+    for name, value in upstream.get_all():
+        low = name.lower()
+        if low in drop:
+            continue
+        if low == "set-cookie":
+            cookie = rewrite_set_cookie(value, scope, service_cookie)
+            if cookie is not None:
+                yield name, cookie
+            continue
+        if low in ("location", "content-location"):
+            value = rewrite_location(value, prefix, backend)
+        yield name, value
