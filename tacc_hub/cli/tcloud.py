@@ -77,7 +77,7 @@ class Ctx:
         return url_origin(self._given_as)
 
 
-def _api_error(exc: Exception, options: dict[str, str] | None = None) -> NoReturn:
+def _api_error(exc: Exception, options: dict[str, str] | None = None, what: str = "task") -> NoReturn:
     """Report an API error once: the service's message, or, when it only repeats its field errors, those."""
     from tacc_hub.client import URL_HINT, ApiClientError, WrongUrlError
 
@@ -90,7 +90,7 @@ def _api_error(exc: Exception, options: dict[str, str] | None = None) -> NoRetur
             e["field"] = f"{e.get('field')} ({opt})"
     message = exc.message
     if errors and all(str(e.get("message", "")) in message for e in exc.errors):
-        message = "the service refused the task" if exc.status == 422 else "the service refused the request"
+        message = f"the service refused the {what}" if exc.status == 422 else "the service refused the request"
     if exc.status == 0 or isinstance(exc, WrongUrlError):  # the message names the URL and what it answered
         message = message.replace(f"; {URL_HINT}", "")
         ctx = click.get_current_context(silent=True)
@@ -102,13 +102,13 @@ def _api_error(exc: Exception, options: dict[str, str] | None = None) -> NoRetur
     _die(message + (":" if errors else ""), errors)
 
 
-def _call(fn: Any, *args: Any, options: dict[str, str] | None = None, **kw: Any) -> Any:
+def _call(fn: Any, *args: Any, options: dict[str, str] | None = None, what: str = "task", **kw: Any) -> Any:
     from tacc_hub.client import ApiClientError
 
     try:
         return fn(*args, **kw)
     except ApiClientError as exc:
-        _api_error(exc, options)
+        _api_error(exc, options, what)
 
 
 def _load_spec(path: str, kw: dict[str, Any]) -> tuple[Any, Path]:
@@ -651,7 +651,7 @@ def extend(obj: Ctx, task_id: int, duration: str) -> None:
 
     Within the site's longest time limit and your GPU-hour budget; prints the new limit and the time left.
     """
-    t = _call(obj.client.extend, task_id, _duration_arg(duration))
+    t = _call(obj.client.extend, task_id, _duration_arg(duration), what="extension")
     limit, left, deadline = t.get("time_limit"), t.get("time_left"), t.get("deadline")
     line = f"task {task_id}: time limit now {_hms(limit) if isinstance(limit, int) else '?'}"
     if isinstance(left, int | float):
