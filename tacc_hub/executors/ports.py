@@ -126,7 +126,12 @@ def candidates(listeners: list[Listener], host: str, port: int) -> list[Listener
 def served_ports(listeners: list[Listener], host: str, mine: Any) -> list[int]:
     """Ports every reachable socket of which is ``mine(listener)`` (at least one each), sorted."""
     ports = sorted({s.port for s in listeners})
-    return [p for p in ports if all(mine(s) for s in candidates(listeners, host, p))]
+    out = []
+    for p in ports:
+        found = candidates(listeners, host, p)
+        if found and all(mine(s) for s in found):
+            out.append(p)
+    return out
 
 
 def read_tables(root: str = "/proc/net") -> list[Listener]:

@@ -116,7 +116,8 @@ class Echo(tornado.websocket.WebSocketHandler):
 
 async def main() -> None:
     http_port, ws_port = int(sys.argv[1]), int(sys.argv[2])
-    app = tornado.web.Application([(r"/headers(.*)", Headers), (r"/tasks/.*/headers(.*)", Headers), (r"/stream", Stream), (r"/upload", Upload),
+    app = tornado.web.Application([(r"/headers(.*)", Headers), (r"/tasks/.*/headers(.*)", Headers),
+                                   (r"/stream", Stream), (r"/upload", Upload),
                                    (r"/cookies", Cookies), (r"/redirect", Redirect)])
     app.listen(http_port, "127.0.0.1")
     tornado.web.Application([(r"/echo", Echo)]).listen(ws_port, "127.0.0.1")
