@@ -9,6 +9,7 @@ The task's launch variables (``TACC_*`` and the site's extras) are the ``export`
 batch script (``job.sbatch``, read without following a link, only as a regular file of the job's uid;
 its owner may have changed it, but then only their own command sees it), plus the node variables the
 script computes (``TACC_NODELIST``, ``TACC_NNODES``, ``TACC_NODE_RANK`` 0, ``TACC_MASTER_ADDR``).
+No argv (a terminal session): the account's login shell (``-l``).
 
 No shell and no quoting: srun's ``--export`` cannot carry values with commas, so the variables and the
 user's argv travel as one JSON argument of a small fixed Python program (``NODE_PROGRAM``) that adds
@@ -19,6 +20,7 @@ like ``NAME=VALUE`` stays a command, unlike with ``env``).
 from __future__ import annotations
 
 import json
+import pwd
 import re
 import shlex
 from typing import TYPE_CHECKING, Any
@@ -91,6 +93,17 @@ def script_workdir(text: str) -> str:
     return "."
 
 
+def login_shell(uid: int) -> str:
+    """The account's login shell as this machine's passwd names it (the nodes share the accounts), else bash."""
+    try:
+        shell = pwd.getpwuid(uid).pw_shell
+    except KeyError:
+        return "bash"
+    if not shell or not shell.startswith("/") or shell.endswith(("nologin", "false")):
+        return "bash"
+    return shell
+
+
 def slurm_exec_argv(ex: SlurmExecutor, task_id: int, state: dict[str, Any], placement: Placement | None,
                     argv: list[str], *, tty: bool) -> list[str]:
     """The ``srun`` command (argv) that runs ``argv`` in the task's job (see the module's docstring)."""
@@ -99,9 +112,9 @@ def slurm_exec_argv(ex: SlurmExecutor, task_id: int, state: dict[str, Any], plac
         raise ExecUnsupported("the task has no Slurm job to run the command in")
     if placement is None or not placement.nodes:
         raise ExecUnsupported("the task has no placement")
-    if not argv:
-        argv = ["bash", "-l"]  # a shell: the owner's login shell is not known on the service's side
     uid = ex._uid(state)
+    if not argv:
+        argv = [login_shell(uid), "-l"]
     tdir = ex.task_dir(task_id)
     nodes = sorted((n.node for n in placement.nodes), key=_natural)
     first = nodes[0]

@@ -335,19 +335,31 @@ class ExecSocket(tornado.websocket.WebSocketHandler):
             return
         except OSError:  # EIO: every process holding the terminal is gone
             data = b""
+        loop = asyncio.get_running_loop()
         if not data:
-            asyncio.get_running_loop().remove_reader(self.master)
+            loop.remove_reader(self.master)
             if not self._pty_done.done():
                 self._pty_done.set_result(None)
             return
-        self._send(1, data)
+        sent = self._send(1, data)
+        if sent is not None and not sent.done():  # back-pressure: read the terminal again once this went out
+            loop.remove_reader(self.master)
+            sent.add_done_callback(self._resume_pty)
 
-    def _send(self, channel: int, data: bytes) -> None:
+    def _resume_pty(self, sent: asyncio.Future[None]) -> None:
+        if not sent.cancelled() and sent.exception() is not None:
+            return  # the socket closed: the session is ending
+        if self.master is not None and not self.closed:
+            asyncio.get_running_loop().add_reader(self.master, self._pty_readable)
+
+    def _send(self, channel: int, data: bytes) -> asyncio.Future[None] | None:
         self.last_activity = time.monotonic()
         if self.closed:
-            return
-        with contextlib.suppress(tornado.websocket.WebSocketClosedError):
-            self.write_message(bytes([channel]) + data, binary=True)
+            return None
+        try:
+            return self.write_message(bytes([channel]) + data, binary=True)
+        except tornado.websocket.WebSocketClosedError:
+            return None
 
     async def _pump(self, stream: asyncio.StreamReader | None, channel: int) -> None:
         if stream is None:

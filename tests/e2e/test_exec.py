@@ -136,7 +136,7 @@ def _ws(service: ServiceProcess, tid: int, headers: dict[str, str]):
 
 def test_another_users_token_gets_404_and_nothing_runs(service, alice_task):
     tid = alice_task
-    marker = Path(f"/tmp/exec-bob-{tid}")
+    marker = Path(f"/tmp/exec-bob-{os.getpid()}-{time.time_ns()}")
     res = _exec(service, "bob", tid, "touch", str(marker))
     assert res.returncode == 255 and b"404" in res.stderr
     status, body = _ws(service, tid, {"Authorization": f"token {service.token('bob')}"})
@@ -386,7 +386,7 @@ def test_a_cross_origin_upgrade_with_the_hub_cookie_is_refused(tmp_path_factory)
             time.sleep(0.2)
         cookie = "; ".join(f"{c.name}={c.value}" for c in s.cookies)
         url = hub.service_url.replace("http://", "ws://") + f"/api/tasks/{tid}/exec"
-        marker = Path(f"/tmp/exec-xo-{tid}")
+        marker = Path(f"/tmp/exec-xo-{os.getpid()}-{time.time_ns()}")
 
         async def attempt(origin: str) -> tuple[int, bytes, int | None]:
             try:
@@ -401,6 +401,27 @@ def test_a_cross_origin_upgrade_with_the_hub_cookie_is_refused(tmp_path_factory)
         assert not marker.exists()
         # the same cookie from the service's own pages (the same origin) is let in
         assert asyncio.run(attempt(hub.url)) == (101, b"alice\n", 0)
+        assert marker.exists()
+        marker.unlink()
         requests.post(f"{hub.service_url}/api/tasks/{tid}/cancel", headers=auth, timeout=30)
     finally:
         hub.stop()
+
+
+def test_an_idle_shell_is_closed(tmp_path_factory, tmp_path):
+    """Its own service: one whose shells may sit idle 2 s (exec_idle_timeout); a command without a terminal may."""
+    svc = ServiceProcess(tmp_path_factory.mktemp("svc-idle"), "--TaccHub.exec_idle_timeout=2",
+                         "--TaccHub.grace_period=1").start()
+    try:
+        tid = _running_task(svc, tmp_path, name="idle")
+        env = {**os.environ, "TACC_URL": svc.url, "TACC_TOKEN": svc.token("alice"), "TACC_CONFIG": "/nonexistent",
+               "TERM": "xterm"}
+        term = Terminal([str(BIN / "tcloud"), "shell", str(tid)], env)
+        term.read_until(b"without input or output")
+        assert term.wait() != 0
+        # a quiet command on pipes is not a shell: it runs to its end
+        res = _exec(svc, "alice", tid, "sh", "-c", "sleep 5; echo done")
+        assert (res.returncode, res.stdout) == (0, b"done\n")
+        _cancel(svc, "alice", tid)
+    finally:
+        svc.stop()

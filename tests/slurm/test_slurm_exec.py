@@ -73,7 +73,7 @@ def test_exec_and_shell_in_a_slurm_task(slurm_service: ServiceProcess, tmp_path:
     assert res.stdout.decode().split("\n")[:-1] == hostile, res.stderr
 
     # another user's token: 404, nothing ran
-    marker = Path(f"/tmp/slurm-exec-bob-{tid}")
+    marker = Path(f"/tmp/slurm-exec-bob-{os.getpid()}-{time.time_ns()}")
     res = _exec(svc, "bob", tid, "touch", str(marker))
     assert res.returncode == 255 and b"404" in res.stderr
     assert not marker.exists()
