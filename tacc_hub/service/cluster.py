@@ -25,6 +25,7 @@ class ClusterHandler(ApiHandler):
         for n in nodes:
             switches.setdefault(n.switch, []).append(n.name)
         self.write_json(ClusterOut(executor=ctl.executor.name, nodes=nodes, gpus=total, gpus_used=used,
-                                   gpus_free=total - used, pending=len(ctl.queue.waiting), running=len(ctl.live),
+                                   gpus_free=total - used, pending=len(ctl.queue.waiting) + len(ctl.held),
+                                   running=len(ctl.live),
                                    partitions=sorted({n.partition for n in nodes if n.partition}),
                                    switches=switches))

@@ -207,3 +207,27 @@ async def test_our_preemption_counts_for_nothing(env) -> None:  # noqa: F811
         assert [a.outcome for a in ctl.store.attempts(rec.id)] == ["preempted"]
     finally:
         await ctl.stop()
+
+
+async def test_a_slurm_preemption_restarts_when_restart_on_names_it(env) -> None:  # noqa: F811
+    from tacc_hub.executors import REQUEUE_MARK, Observation
+
+    ex = FakeExecutor(gpus=2)
+    ctl = make(env, ex, backoff=0.01)
+    await ctl.start()
+    try:
+        rec = await ctl.submit("alice", retrying(env, 1, on=["preemption"]))
+        other = await ctl.submit("alice", retrying(env, 1, on=["failure"]))
+        await until(lambda: all(ctl.store.get(r.id).status == S.RUNNING for r in (rec, other)))
+        for r in (rec, other):
+            ex.results[r.id] = Observation("exited", exit_code=1, reason=f"preempted by Slurm {REQUEUE_MARK}")
+        ex.wake()
+        await until(lambda: ctl.store.get(other.id).status == S.FAILED)
+        assert "not requeued: the task does not ask for it" in ctl.store.get(other.id).reason
+        await until(lambda: sum(la.task_id == rec.id for la in ex.launched) == 2
+                    and ctl.store.get(rec.id).status == S.RUNNING)
+        assert [a.outcome for a in ctl.store.attempts(rec.id)] == ["preempted"]
+        assert [a.outcome for a in ctl.store.attempts(other.id)] == ["preempted"]
+        assert ctl.restarts[rec.id] == 1
+    finally:
+        await ctl.stop()
