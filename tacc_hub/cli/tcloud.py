@@ -515,6 +515,10 @@ def _show_attempts(con: Any, client: TaccClient, t: dict[str, Any]) -> None:
         con.print("  " + e("  ".join(v.ljust(w) for v, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1]).rstrip())
 
 
+USAGE_POINTS = 500
+"""Most points GET api/tasks/ID/usage answers with (service.taskusage.MAX_POINTS): more samples are averaged."""
+
+
 def _show_usage(con: Any, client: TaccClient, t: dict[str, Any]) -> None:
     """"GPU utilization: mean 37% over 2 GPUs (12 samples)"; nothing when the service has no samples."""
     out = _optional(client.usage, t["id"])
@@ -528,7 +532,8 @@ def _show_usage(con: Any, client: TaccClient, t: dict[str, Any]) -> None:
         gpus = last.get("gpus") if isinstance(last.get("gpus"), int) else 0
     over = f" over {gpus} GPU{'s' if gpus != 1 else ''}" if gpus else ""
     n = len(samples)
-    con.print(f"GPU utilization: mean {mean:.0f}%{over} ({n} sample{'s' if n != 1 else ''})")
+    count = f"{n}+ samples" if n >= USAGE_POINTS else f"{n} sample{'s' if n != 1 else ''}"  # longer runs: averaged
+    con.print(f"GPU utilization: mean {mean:.0f}%{over} ({count})")
 
 
 def _waiting(t: dict[str, Any]) -> str | None:

@@ -258,3 +258,40 @@ async def test_a_task_killed_by_its_warning_is_not_restarted(env) -> None:  # no
         await until(lambda: len(ex.launched) == 3)
     finally:
         await ctl.stop()
+
+
+def test_tcloud_show_lines_for_time_and_gpu_use() -> None:
+    """`tcloud show`'s time line, and its efficiency line (left out when the usage endpoint answers 404 or
+    has no samples)."""
+    from rich.console import Console
+
+    from tacc_hub.cli import tcloud as cli
+    from tacc_hub.client import ApiClientError
+
+    class Client:
+        def __init__(self, usage: Any) -> None:
+            self._usage = usage
+
+        def usage(self, task_id: int) -> Any:
+            if isinstance(self._usage, Exception):
+                raise self._usage
+            return self._usage
+
+    def out(usage: Any) -> str:
+        con = Console(record=True, width=200)
+        cli._show_usage(con, Client(usage), {"id": 1})
+        return con.export_text()
+
+    samples = [{"at": i, "util": 37.0, "memory_mib": None, "gpus": 2} for i in range(12)]
+    assert out({"gpus": 2, "samples": samples, "mean_util": 37.2}) == \
+        "GPU utilization: mean 37% over 2 GPUs (12 samples)\n"
+    assert out({"gpus": 2, "samples": [], "mean_util": None}) == ""
+    assert out(ApiClientError(404, "no task 1")) == ""
+    con = Console(record=True, width=200)
+    cli._show_time(con, {"status": "running", "time_limit": 3900, "deadline": 0, "time_left": 300,
+                         "max_restarts": 2})
+    assert con.export_text() == ("time limit: 1:05:00; deadline 1970-01-01 00:00:00 UTC; 0:05:00 left; "
+                                 "restarts: at most 2\n")
+    assert cli._time_left({"status": "running", "time_left": 3900}) == "1h05m"
+    assert cli._time_left({"status": "running", "time_left": 240}) == "ends in 4m"
+    assert cli._time_left({"status": "pending", "time_left": None}) == "-"
