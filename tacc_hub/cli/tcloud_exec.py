@@ -34,6 +34,11 @@ def _run(obj: Ctx, task_id: int, argv: list[str], tty: bool, stdin: bool) -> Non
         sys.exit(SESSION_FAILED)
     except KeyboardInterrupt:
         sys.exit(130)
+    except BrokenPipeError:  # our stdout was closed (| head): stop quietly, as a command killed by SIGPIPE
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)
     sys.exit(code)
 
 

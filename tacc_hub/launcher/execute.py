@@ -113,6 +113,7 @@ def _child(account: dict[str, Any] | None, cwd: str, env: dict[str, str], argv: 
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
         for sig in (*FORWARDED, signal.SIGPIPE, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
+        os.closerange(3, 65536)  # the control directory's fd, before the user's identity
         drop_to(account)
         os.umask(0o027)
         try:
@@ -120,7 +121,6 @@ def _child(account: dict[str, Any] | None, cwd: str, env: dict[str, str], argv: 
         except OSError as exc:
             sys.stderr.write(f"tacc-launcher: cannot enter the task's working directory: {exc.strerror}\n")
             os._exit(1)
-        os.closerange(3, 65536)
         try:
             os.execvpe(argv[0], argv, env)  # noqa: S606 - an argv list, no shell
         except FileNotFoundError:

@@ -284,6 +284,8 @@ class ExecSocket(tornado.websocket.WebSocketHandler):
             cmd = await asyncio.to_thread(executor.exec_argv, rec.id, state, placement, argv, tty=tty)
         except LaunchError as exc:
             raise ExecError(str(exc)[:2000], None, 4500) from None
+        if self.closed:  # the client left while the command was being prepared: start nothing
+            return
         node = min((n.node for n in placement.nodes), key=_natural) if placement and placement.nodes else None
         self.ctx.store.add_audit(self.identity.user, "shell" if tty else "exec", rec.id,
                                  {"argv": argv, "tty": tty, "node": node})
@@ -291,23 +293,30 @@ class ExecSocket(tornado.websocket.WebSocketHandler):
         try:
             if tty:
                 master, slave = os.openpty()
-                set_winsize(slave, rows, cols)
-                os.set_blocking(master, False)
-                self.master = master
-                self._pty_done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
                 try:
-                    self.proc = await asyncio.create_subprocess_exec(
+                    set_winsize(slave, rows, cols)
+                    os.set_blocking(master, False)
+                    proc = await asyncio.create_subprocess_exec(
                         *cmd, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
+                except BaseException:
+                    os.close(master)
+                    raise
                 finally:
                     os.close(slave)
-                asyncio.get_running_loop().add_reader(master, self._pty_readable)
             else:
-                self.proc = await asyncio.create_subprocess_exec(
+                master = None
+                proc = await asyncio.create_subprocess_exec(
                     *cmd, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                     stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True)
         except OSError as exc:
             raise ExecError(f"the command could not be started: {exc}", None, 4500) from None
-        self.started = True
+        self.proc, self.master, self.started = proc, master, True
+        if self.closed:  # the client left while it started: on_close found nothing to hang up
+            await self._cleanup()
+            return
+        if master is not None:
+            self._pty_done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            asyncio.get_running_loop().add_reader(master, self._pty_readable)
         log.info("exec: %s in task %d (%s): %s", self.identity.user, rec.id, "tty" if tty else "pipes",
                  json.dumps(argv)[:500])
         self.tasks.append(asyncio.ensure_future(self._run()))
