@@ -475,7 +475,9 @@ class TaccHub(Application):
 
             from .hubauth import HubModeAuth
 
-            hub = HubOAuth(cache_max_age=30)
+            # the instance that HubOAuthCallbackHandler and the pages use (HubOAuth.instance()): one store of OAuth
+            # states, so a login begun elsewhere (the port proxy) finds its PKCE verifier at oauth_callback
+            hub = HubOAuth.instance(cache_max_age=30)
             auth = HubModeAuth(tokens, hub)
         limits = replace(DEFAULT_LIMITS, max_bytes=self.max_code_bytes,
                          max_unpacked_bytes=self.max_code_unpacked_bytes, max_members=self.max_code_members)
