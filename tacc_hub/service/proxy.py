@@ -272,6 +272,9 @@ class ProxyHandler(tornado.websocket.WebSocketHandler):
         mode = req.headers.get("Sec-Fetch-Mode")
         if not (mode == "navigate" or (mode is None and "text/html" in req.headers.get("Accept", ""))):
             return False
+        # the OAuth state lives in the hub client's singleton, which the callback page (hubpages) reads
+        instance = getattr(type(hub), "instance", None)
+        hub = instance() if callable(instance) else hub
         params: dict[str, str] = {}
         verifier = None
         if getattr(hub, "pkce_enabled", False):
