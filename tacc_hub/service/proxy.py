@@ -515,6 +515,10 @@ class ProxyHandler(tornado.websocket.WebSocketHandler):
             self.backend_ws.close(*_close_args(self.close_code, self.close_reason))
 
 
+for _method in EXTRA_METHODS:  # WebDAV and the like: relayed as any other method
+    setattr(ProxyHandler, _method.lower(), ProxyHandler.options)
+
+
 class AbsoluteProxyHandler(ProxyHandler):
     """``tasks/ID/proxy/absolute/PORT/...``: the task's server gets the whole path."""
 

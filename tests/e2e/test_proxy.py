@@ -397,3 +397,62 @@ def test_tcloud_port_forward_tunnels_http(service: ServiceProcess, web: Web) -> 
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert "Traceback" not in err
+
+
+def test_through_the_hub_a_browser_logs_in_and_its_cookies_stay_out(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Hub mode needs a hub (its own, as tests/hub starts it): the browser's way in is the hub's OAuth."""
+    import requests
+
+    from tests.hub.conftest import HubProcess
+
+    hub = HubProcess(tmp_path_factory.mktemp("proxyhub")).start()
+    try:
+        token = hub.token("alice", ["custom:tacc:tasks"], note="proxy")
+        http, ws = free_port(), free_port()
+        d = write_task(hub.data_dir / "proxy-task", f"name: web\ncode: .\nports: [{http}]\n"
+                       f"entrypoint: python server.py {http} {ws}\n", {"server.py": SERVER})
+        d.chmod(0o755)
+        env = {**os.environ, "TACC_URL": hub.service_url, "TACC_TOKEN": token, "TACC_CONFIG": "/nonexistent"}
+        res = subprocess.run([str(BIN / "tcloud"), "submit", str(d), "--json"], capture_output=True, text=True,
+                             env=env, timeout=120)
+        assert res.returncode == 0, res.stderr
+        tid = json.loads(res.stdout)["id"]
+        api = Api(hub.service_url, token)
+        _wait_listening(api, tid, http, timeout=120)
+        page = f"{hub.service_url}/tasks/{tid}/proxy/{http}/headers"
+        r = requests.get(page, headers={"Accept": "text/html"}, allow_redirects=False, timeout=30)
+        assert r.status_code == 302 and "/hub/api/oauth2/authorize" in r.headers["Location"], r.headers
+        r = requests.get(page, allow_redirects=False, timeout=30)  # not a browser page load: 401
+        assert r.status_code == 401, r.text
+        s = hub.login("alice")
+        r = s.get(page, headers={"Accept": "text/html"}, timeout=30)
+        assert r.status_code == 200, r.text[:300]
+        assert any("/services/tacc/oauth_callback" in h.headers.get("Location", "") for h in r.history)
+        names = {c.name for c in s.cookies}
+        assert {"service-tacc", "jupyterhub-session-id", "_xsrf"} <= names, names  # the browser holds them...
+        headers = {k.lower(): v for k, v in r.json()["headers"].items()}
+        assert "cookie" not in headers, headers  # ...and the task gets none of them
+        assert headers["x-forwarded-prefix"] == f"/services/tacc/tasks/{tid}/proxy/{http}"
+        upload = f"{hub.service_url}/tasks/{tid}/proxy/{http}/upload"
+        r = s.post(upload, data=b"abc", headers={"Origin": hub.url}, timeout=30)
+        assert r.status_code == 200 and r.json()["size"] == 3, r.text  # a page of the site may post
+        r = s.post(upload, data=b"abc", headers={"Origin": "http://evil.example"}, timeout=30)
+        assert r.status_code == 403, r.text  # another site may not, with the cookie
+        ws_url = f"ws://127.0.0.1:{hub.port}/services/tacc/tasks/{tid}/proxy/{ws}/echo"
+        cookie = "; ".join(f"{c.name}={c.value}" for c in s.cookies if c.name == "service-tacc")
+        conn = websocket.create_connection(ws_url, cookie=cookie, origin=hub.url, timeout=30)
+        conn.send("through the hub")
+        assert conn.recv() == "through the hub"
+        conn.close()
+        with pytest.raises(websocket.WebSocketBadStatusException) as err:  # another site's page, with the cookie
+            websocket.create_connection(ws_url, cookie=cookie, origin="http://evil.example", timeout=30)
+        assert err.value.status_code == 403
+        r = s.request("PROPFIND", page, headers={"Origin": hub.url}, timeout=30)
+        assert r.status_code == 405 and "<html>" in r.text, r.text  # the task's server's own 405: relayed
+        r = hub.login("bob").get(page, headers={"Accept": "text/html"}, timeout=30)
+        assert r.status_code == 404, r.text
+        r = hub.login("admin").get(page, headers={"Accept": "text/html"}, timeout=30)
+        assert r.status_code == 200 and r.headers["Content-Security-Policy"].startswith("sandbox"), r.headers
+        api.call("POST", f"/api/tasks/{tid}/cancel")
+    finally:
+        hub.stop()
