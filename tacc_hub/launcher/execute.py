@@ -10,7 +10,7 @@ where the user may go) and execs ARGV with the task's launch environment (``spec
 the account's login shell (``-l``), else bash.
 
 The root parent is a subreaper (what the command leaves behind stays its descendant), forwards
-SIGINT, SIGTERM and SIGHUP to the command's process group (SIGTERM: every descendant is killed 2 s
+SIGINT, SIGTERM and SIGHUP to the command's process group (SIGTERM: every descendant is killed 1 s
 later, an interactive shell ignores it), and kills every descendant when the task's supervisor goes
 away (checked every second) or when the command has ended (SIGTERM, then SIGKILL a second
 later): nothing of an exec outlives it or the task. Exit status: the command's (128+N when
@@ -37,7 +37,8 @@ FORWARDED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}
 WATCHED = FORWARDED | {signal.SIGCHLD}
 CHECK_INTERVAL_S = 1.0
 LEFTOVER_GRACE_S = 1.0
-TERM_GRACE_S = 2.0
+TERM_GRACE_S = 1.0
+PR_SET_PDEATHSIG = 1
 TERM_NAME = re.compile(r"[A-Za-z0-9._+-]{1,64}")
 DEFAULT_TERM = "xterm-256color"
 
@@ -115,6 +116,7 @@ def _child(account: dict[str, Any] | None, cwd: str, env: dict[str, str], argv: 
             signal.signal(sig, signal.SIG_DFL)
         os.closerange(3, 65536)  # the control directory's fd, before the user's identity
         drop_to(account)
+        _die_with_parent()  # after the drop, which clears it: should this launcher be killed, so is the command
         os.umask(0o027)
         try:
             os.chdir(cwd)
@@ -134,6 +136,16 @@ def _child(account: dict[str, Any] | None, cwd: str, env: dict[str, str], argv: 
             sys.stderr.write(f"tacc-launcher: starting the command failed: {exc}\n")
         finally:
             os._exit(127)
+
+
+def _die_with_parent() -> None:
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
+    if os.getppid() == 1:  # the launcher is already gone
+        os._exit(1)
 
 
 def _exit_code(status: int) -> int:

@@ -57,6 +57,7 @@ MAX_FIRST_FRAME = MAX_ARGV_BYTES * 2 + 4096  # JSON escapes may double the text
 FIRST_FRAME_TIMEOUT_S = 30.0
 CHECK_INTERVAL_S = 2.0  # how often a session checks its task still runs (and a shell's idle time)
 HANGUP_GRACE_S = 2.0
+TERM_GRACE_S = 10.0
 READ_CHUNK = 65536
 TERM_NAME = re.compile(r"[A-Za-z0-9._+-]{1,64}")
 
@@ -423,13 +424,14 @@ class ExecSocket(tornado.websocket.WebSocketHandler):
         proc = self.proc
         if proc is None:
             return
-        for sig in (signal.SIGHUP, signal.SIGTERM, signal.SIGKILL):
+        # the launcher kills everything of the command 1 s after SIGTERM (srun: its step); SIGKILL is the last resort
+        for sig, grace in ((signal.SIGHUP, HANGUP_GRACE_S), (signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 5.0)):
             if proc.returncode is not None:
                 return
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(sig)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(proc.wait(), HANGUP_GRACE_S)
+                await asyncio.wait_for(proc.wait(), grace)
 
     def on_close(self) -> None:
         self.closed = True

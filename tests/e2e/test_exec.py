@@ -425,3 +425,24 @@ def test_an_idle_shell_is_closed(tmp_path_factory, tmp_path):
         _cancel(svc, "alice", tid)
     finally:
         svc.stop()
+
+
+def test_closing_the_socket_ends_the_command_even_one_that_ignores_hangups(service, alice_task):
+    tid = alice_task
+    url = f"ws://127.0.0.1:{service.port}/api/tasks/{tid}/exec"
+    headers = {"Authorization": f"token {service.token('alice')}"}
+
+    async def start(argv: list[str], tty: bool) -> int:
+        conn, _ = await _session(url, headers, {"argv": argv, "tty": tty})
+        out = b""
+        while b"\n" not in out:
+            msg = await conn.read_message()
+            assert isinstance(msg, bytes), msg
+            out += msg[1:]
+        conn.close()
+        return int(out.split()[0])
+
+    stubborn = ["sh", "-c", "trap '' HUP TERM INT; echo $$; while :; do sleep 0.2; done"]
+    pids = [asyncio.run(start(["sh", "-c", "echo $$; exec sleep 300"], False)),
+            asyncio.run(start(stubborn, False)), asyncio.run(start(stubborn, True))]
+    _wait(lambda: not any(_alive(p) for p in pids), "every command of a closed session to be gone")
