@@ -394,7 +394,8 @@ class SlurmExecutor(Executor):
         if not job_id.isdigit():
             raise LaunchError(f"sbatch printed no job id: {out[:200]!r}")
         self._ours.add(job_id)
-        state: dict[str, Any] = {"job_id": job_id, "dir": str(tdir), "uid": uid}
+        state: dict[str, Any] = {"job_id": job_id, "dir": str(tdir), "uid": uid,
+                                 "nodes": len(launch.placement.nodes)}
         if tb_port is not None:
             state["tensorboard_port"] = tb_port
         if user is not None:
@@ -582,18 +583,22 @@ class SlurmExecutor(Executor):
         return slurm_exec_argv(self, task_id, state, placement, argv, tty=tty)
 
     async def signal(self, task_id: int, state: dict[str, Any], signame: str) -> None:
-        """``scancel --signal=USR1`` as the job's owner: every step's processes (the task on each node), not
-        the batch shell."""
+        """SIGUSR1 to the task's process on each node if it traps it, else to its workers that do, through one
+        ``srun --overlap`` step as the job's owner (``slurm_warn``): never to a process it would kill."""
+        from .slurm_warn import warn_argv
+
         if signame != "USR1":
             raise LaunchError(f"only USR1 can be sent to a task, not {signame[:16]!r}")
         job_id = str(state.get("job_id", ""))
         if not job_id.isdigit():
             return
         user = state.get("user") if isinstance(state.get("user"), str) else None
+        got = state.get("nodes")
+        nodes = got if isinstance(got, int) else 1  # jobs launched before it was recorded: one node
         try:
-            await self._run(self._argv("scancel", "--signal=USR1", job_id, user=user or self.submit_as))
+            await self._run(warn_argv(self, job_id, nodes, user or self.submit_as))
         except SlurmError as exc:
-            raise LaunchError(f"scancel --signal=USR1 {job_id} failed: {exc}") from exc
+            raise LaunchError(f"the time-limit warning of job {job_id} failed: {exc}") from exc
 
     async def set_time_limit(self, task_id: int, state: dict[str, Any], seconds: int) -> None:
         """``scontrol update JobId=J TimeLimit=M`` as the service (raising a limit needs a Slurm operator or

@@ -123,3 +123,36 @@ def kill_all() -> list[tuple[int, int]]:
         time.sleep(0.01)
         reaped += reap()
     return reaped + reap()
+
+
+def catches(pid: int, sig: int) -> bool:
+    """Whether process ``pid`` has a handler for ``sig`` (``SigCgt`` in /proc/PID/status)."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def warn(main: int, sig: int) -> int:
+    """Send ``sig`` to ``main`` if it catches it, else to each of its children that does (torchrun's and
+    mpirun's workers); never to a process that would die of it. Returns how many were signalled."""
+    targets = [main] if catches(main, sig) else [p for p, pp in _parents().items() if pp == main and catches(p, sig)]
+    sent = 0
+    for pid in targets:
+        try:
+            fd = os.pidfd_open(pid)
+        except OSError:
+            continue
+        try:
+            if pid == main or _ppid(pid) == main:  # not a recycled pid
+                signal.pidfd_send_signal(fd, sig)
+                sent += 1
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+    return sent

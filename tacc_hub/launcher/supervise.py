@@ -5,7 +5,8 @@ the task become its children), and ends only when no descendant is left: when th
 process exits, leftovers get SIGTERM and, a second later, SIGKILL; on ``cancel`` (SIGTERM to the
 supervisor) the whole tree gets SIGTERM and, after the grace period, SIGKILL; on ``kill`` (SIGUSR1)
 SIGKILL at once; on ``signal`` (SIGUSR2) the task's main process gets SIGUSR1 (its time-limit
-warning). Then it copies the log into the work tree when the plan asks (as the user) and
+warning) if it traps it, else its child processes that do (``proctree.warn``): never one it would
+kill. Then it copies the log into the work tree when the plan asks (as the user) and
 writes ``exitcode`` (and ``notes``) into the service's control directory: their presence means
 "every process of this run is gone", so the service may hand the GPUs on.
 
@@ -24,7 +25,7 @@ from typing import Any
 
 from .cli import Refused, read_file
 from .prepare import drop_to
-from .proctree import become_subreaper, descendants, kill_all, reap, signal_tree, start_time
+from .proctree import become_subreaper, descendants, kill_all, reap, signal_tree, start_time, warn
 
 WATCHED = {signal.SIGCHLD, signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGINT}
 LEFTOVER_GRACE_S = 1.0
@@ -146,11 +147,10 @@ def supervise(spec: dict[str, Any], account: dict[str, Any] | None, ctl: int, ta
             cancelled = True
             kill_at = now
         elif info.si_signo == signal.SIGUSR2 and rc is None:
-            # ``signal``: the time-limit warning, SIGUSR1 to the task's main process (Slurm's --signal)
-            try:
-                os.kill(child, signal.SIGUSR1)
-            except ProcessLookupError:
-                pass
+            # ``signal``: the time-limit warning (Slurm's --signal), SIGUSR1 to the task's main process if it
+            # traps it, else to its workers that do; a process without a handler would die of it: spared
+            sent = warn(child, signal.SIGUSR1)
+            print(f"time-limit warning: SIGUSR1 sent to {sent} process(es) of the task that trap it")
     _copy_log(spec, account, task_fd)
     notes = []
     if cancelled:

@@ -153,3 +153,22 @@ def test_fails_twice_then_succeeds_with_one_continuous_log(svc, tmp_path) -> Non
     if marks:  # the launch script marks each later run (compiler.render): before that run's own lines
         assert len(marks) == 2 and lines[marks[0] + 1] == "flaky run 2 attempt 1", lines
         assert lines[marks[1] + 1] == "flaky run 3 attempt 2", lines
+
+
+def test_the_warning_spares_a_task_that_does_not_trap_it(svc, tmp_path) -> None:
+    """A process without a SIGUSR1 handler would die of the warning: it is not sent to it (nor to its children
+    without one), so a task that never asked for it runs to its end."""
+    d = write_task(tmp_path / "untrapped", "name: untrapped\ncode: .\nentrypoint:\n"
+                   "  - sleep 40\n"
+                   "  - echo survived-the-warning\n"
+                   "resources: {time_limit: 70}\nqos: {warn_before: 60}\n")
+    api = Api(svc.url, svc.token("alice"))
+    tid = _submit(svc, "alice", d)
+    api.wait_status(tid, {"running"})
+    supervisor_log = svc.state_dir / "run" / str(tid) / "supervisor.log"
+    _wait(lambda: supervisor_log.exists() and "time-limit warning" in supervisor_log.read_text(),
+          "the warning was handled by the supervisor", timeout=60)
+    assert "SIGUSR1 sent to 0 process(es)" in supervisor_log.read_text()
+    done = api.wait_status(tid, {"succeeded", "failed"}, timeout=90)
+    assert done["status"] == "succeeded", done
+    assert "survived-the-warning" in _log(svc, tid)

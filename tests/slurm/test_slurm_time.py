@@ -79,3 +79,23 @@ def test_sigusr1_before_the_limit_and_extend_updates_the_job(slurm_service: Serv
     assert "got-usr1" in log, log
     seen = re.search(r"deadline=(\d+)", log)
     assert seen and abs(int(seen.group(1)) - deadline) <= 5, log  # TACC_DEADLINE: launch time + limit
+
+
+def test_the_warning_spares_a_task_that_does_not_trap_it(slurm_service: ServiceProcess, tmp_path: Path) -> None:
+    """On Slurm too (one ``srun --overlap`` step per node, ``slurm_warn``): a task without a SIGUSR1 handler is
+    not sent the warning, and runs to its end."""
+    d = write_task(tmp_path / "u", "name: untrapped\ncode: .\nentrypoint:\n"
+                   "  - sleep 35\n"
+                   "  - echo survived-the-warning\n"
+                   "resources: {time_limit: 70}\nqos: {warn_before: 60}\n")
+    res = tcloud(slurm_service, "ivan", "submit", str(d), "--json")
+    assert res.returncode == 0, res.stderr
+    tid = int(json.loads(res.stdout)["id"])
+    api = Api(slurm_service.url, slurm_service.token("ivan"))
+    api.wait_status(tid, {"running"}, timeout=120)
+    done = api.wait_status(tid, {"succeeded", "failed"}, timeout=120)
+    assert done["status"] == "succeeded", done
+    log = tcloud(slurm_service, "ivan", "logs", str(tid)).stdout
+    assert "survived-the-warning" in log, log
+    service_log = (slurm_service.state_dir / "service.log").read_text(errors="replace")
+    assert f"task {tid}: SIGUSR1 sent" in service_log  # the warning was given (to nobody: nothing traps it)
