@@ -20,7 +20,8 @@ from tests.e2e.conftest import Api, ServiceProcess, free_port, tcloud, write_tas
 
 pytestmark = pytest.mark.timeout(600)
 
-SERVE = "name: {name}\ncode: .\nports: [{port}]\nentrypoint: python3 -m http.server {port} --bind 127.0.0.1\n"
+SERVE = ("name: {name}\ncode: .\nports: [{port}]\nresources: {{gpus_per_node: 1}}\n"
+         "entrypoint: python3 -m http.server {port} --bind 127.0.0.1\n")
 
 
 def _submit(svc: ServiceProcess, user: str, d: Path) -> int:

@@ -197,3 +197,20 @@ def test_same_origin_rule_for_cookie_changes() -> None:
     assert not same_origin(h(Origin="null"))  # a sandboxed page (an admin's view of a task)
     assert not same_origin(h(Origin="https://evil.example"))
     assert same_origin(h())  # no browser page sent it
+
+
+def test_tcloud_open_picks_tensorboard_then_the_only_port() -> None:
+    import click
+    import pytest
+
+    from tacc_hub.cli.tcloud_ports import _choose
+
+    tb = {"port": 6006, "label": "TensorBoard", "declared": True, "listening": False}
+    assert _choose(1, [{"port": 8000, "listening": True}, tb]) == 6006
+    assert _choose(1, [{"port": 8000, "listening": True}, {"port": 9000, "declared": True}]) == 8000
+    assert _choose(1, [{"port": 9000, "declared": True}]) == 9000
+    with pytest.raises(SystemExit):
+        with click.Context(click.Command("open")):
+            _choose(1, [{"port": 8000, "listening": True}, {"port": 9000, "listening": True}])
+    with pytest.raises(SystemExit):
+        _choose(1, [])
