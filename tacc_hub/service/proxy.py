@@ -296,6 +296,15 @@ class ProxyHandler(tornado.websocket.WebSocketHandler):
             query = self.request.uri.partition("?")[2]
             self.redirect_to = self.request.path + "/" + ("?" + query if query else "")
             return
+        try:
+            declared = int(self.request.headers.get("Content-Length", "0").split(",")[0])
+        except ValueError:
+            declared = 0  # tornado answers a non-numeric Content-Length itself
+        if declared > self.ctx.max_code_bytes:
+            limit = self.ctx.max_code_bytes
+            self._refuse(ApiError(413, f"request body of {declared} bytes is larger than the {limit} bytes the proxy "
+                                       "passes on", [{"field": "body", "message": f"larger than {limit} bytes"}]))
+            return
         raw_query = self.request.uri.partition("?")[2]
         self.websocket = self.request.method == "GET" and \
             self.request.headers.get("Upgrade", "").lower() == "websocket"

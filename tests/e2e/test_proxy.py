@@ -248,6 +248,17 @@ def test_a_body_reaches_the_task_whole(web: Web) -> None:
     r = web.alice.http.request("POST", web.alice.url + f"/tasks/{web.task}/proxy/{web.http}/upload", body=chunks,
                                headers=web.alice.headers, chunked=True, retries=False, timeout=60)
     assert json.loads(r.data)["size"] == len(body), r.data
+    # a body over the limit (max_code_bytes, 256 MiB by default) is refused from its headers, unread
+    import http.client
+
+    conn = http.client.HTTPConnection(web.alice.url.removeprefix("http://"), timeout=30)
+    conn.putrequest("POST", f"/tasks/{web.task}/proxy/{web.http}/upload")
+    conn.putheader("Authorization", web.alice.headers["Authorization"])
+    conn.putheader("Content-Length", str(2**30))
+    conn.endheaders()
+    resp = conn.getresponse()
+    assert resp.status == 413 and json.loads(resp.read())["errors"][0]["field"] == "body"
+    conn.close()
 
 
 def test_a_websocket_echo_works_both_ways_with_close_codes(web: Web) -> None:
