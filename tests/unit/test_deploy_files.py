@@ -308,8 +308,8 @@ def _launcher_argv(tmp_path: Path, verbs: tuple[str, ...]) -> tuple[list[str], d
 
 def test_the_sudoers_rule_allows_the_launcher_exactly_as_the_service_runs_it(as_service_account: Path,
                                                                              tmp_path: Path) -> None:
-    verbs = ("start", "prepare", "cancel", "kill")
-    launcher, argvs = _launcher_argv(tmp_path, ("cancel", "kill"))
+    verbs = ("start", "prepare", "cancel", "kill", "signal")
+    launcher, argvs = _launcher_argv(tmp_path, ("cancel", "kill", "signal"))
     assert launcher == ["sudo", "-n", str(as_service_account.parent / "tacc-launcher")]
     assert Path(launcher[2]).name in scripts()
     run_dir = argvs["cancel"][3]
@@ -322,6 +322,12 @@ def test_the_sudoers_rule_allows_the_launcher_exactly_as_the_service_runs_it(as_
         # ... and the launcher takes these verbs (a wrong one is a usage error, 2)
         assert launcher_cli.main([str(tmp_path / "nowhere"), verb, "42"]) == 1
     assert launcher_cli.main([str(tmp_path / "nowhere"), "shell", "42"]) == 2
+    # exec: the executor's own argv (tcloud exec and shell), with and without a terminal
+    ex = service_app().make_executor()
+    for tty in (False, True):
+        argv = ex.exec_argv(42, {}, None, ["sh", "-c", "echo $CUDA_VISIBLE_DEVICES"], tty=tty)
+        assert argv[:2] == ["sudo", "-n"] and allowed(argv[2:], "root"), argv
+    assert not allowed([launcher[2], run_dir, "exec", "x"], "root")
     for bad in ([launcher[2], "/tmp/run", "start", "42"], [launcher[2], run_dir, "shell", "42"],
                 [launcher[2], run_dir, "start", "x"], ["/tmp/tacc-launcher", run_dir, "start", "42"],
                 ["/bin/sh", "-c", "id"]):
@@ -334,14 +340,16 @@ def test_the_sudoers_rule_allows_the_slurm_commands_the_executor_runs_as_owners(
     ex.bin_dir = None
     sbatch = ex._argv("sbatch", "--parsable", "job.sbatch", user="alice")
     scancel = ex._argv("scancel", "--signal=TERM", "123", user="alice")
-    for argv, cmd in ((sbatch, "sbatch"), (scancel, "scancel")):
+    srun = ex._argv("srun", "--jobid=123", "--overlap", "--nodes=1", "--", "true", user="alice")
+    for argv, cmd in ((sbatch, "sbatch"), (scancel, "scancel"), (srun, "srun")):
         assert Path(argv[0]).name == "sudo" and argv[1:6] == ["-n", "-u", "alice", "--", cmd]
         # sudo finds a bare name through its secure_path: the path the rule must name
         secure = _secure_path()
         found = next((f"{d}/{cmd}" for d in secure.split(":") if os.path.exists(f"{d}/{cmd}")), f"/usr/bin/{cmd}")
         assert allowed([found, *argv[6:]], "member"), found
         assert not allowed([found, *argv[6:]], "root")
-    assert not allowed(["/usr/bin/srun", "id"], "member")
+    assert not allowed(["/usr/bin/srun", "id"], "member")  # srun only as a step of an existing job
+    assert not allowed(["/usr/bin/srun", "-N1", "--jobid=5", "--overlap", "id"], "member")
 
 
 def _secure_path() -> str:
