@@ -214,3 +214,32 @@ def test_tcloud_open_picks_tensorboard_then_the_only_port() -> None:
             _choose(1, [{"port": 8000, "listening": True}, {"port": 9000, "listening": True}])
     with pytest.raises(SystemExit):
         _choose(1, [])
+
+
+def test_a_service_that_cannot_read_fds_goes_by_the_tasks_account(tmp_path: object, monkeypatch: object) -> None:
+    """Non-root service (tasks run as their owners through sudo): /proc/PID/fd of the task is unreadable, so a
+    socket is the task's when its uid is the task's account (the owner of its directory), never the service's."""
+    import pathlib
+
+    import pytest
+
+    from tacc_hub.executors import ports
+
+    def unreadable(pids: list[int]) -> set[int]:
+        raise ports._Unreadable
+
+    mp = monkeypatch
+    assert isinstance(mp, pytest.MonkeyPatch)
+    mp.setattr(ports, "_socket_inodes", unreadable)
+    mp.setattr(ports, "_task_tree", lambda state: [12345])
+    d = pathlib.Path(str(tmp_path)) / "task"
+    d.mkdir()
+    os.chown(d, 4321, 4321)
+    table = [Listener("127.0.0.1", 8000, 4321, 1), Listener("127.0.0.1", 8001, 1234, 2),
+             Listener("127.0.0.1", 8002, os.geteuid(), 3)]
+    mp.setattr(ports, "read_tables", lambda root="/proc/net": table)
+    ex = _Ex(str(d))
+    assert local_listening(ex, 1, {}) == [8000]  # type: ignore[arg-type]
+    assert local_port_owned(ex, 1, {}, 8000) and not local_port_owned(ex, 1, {}, 8001)  # type: ignore[arg-type]
+    os.chown(d, os.geteuid(), os.getegid())  # a task of the service's own account: nothing is told apart
+    assert local_listening(ex, 1, {}) == []  # type: ignore[arg-type]
