@@ -26,8 +26,9 @@ from .conftest import ROOT, Api, ServiceProcess, tcloud
 EPOCHS, STEPS = 3, 5
 
 
-def _task_dir(tmp_path: Path) -> Path:
-    """The example, as is but for its entrypoint: train (2 ranks), then stay up until cancelled."""
+def example_task_dir(tmp_path: Path) -> Path:
+    """The example, as is but for its entrypoint: train (2 ranks), then stay up until cancelled (also used by
+    tests/hub/test_tensorboard_browser.py)."""
     src = ROOT / "examples" / "ddp"
     spec = yaml.safe_load((src / "tacc.yaml").read_text())
     assert spec["tensorboard"] == {"logdir": "runs"}  # the example asks for it; this test relies on that
@@ -57,7 +58,7 @@ def _listeners(port: int) -> list[tuple[str, int]]:
     return out
 
 
-def _wait(what: str, probe, timeout: float = 120):
+def wait_for(what: str, probe, timeout: float = 120):
     deadline = time.monotonic() + timeout
     last = None
     while time.monotonic() < deadline:
@@ -69,13 +70,13 @@ def _wait(what: str, probe, timeout: float = 120):
 
 
 def test_tensorboard_beside_the_example_through_the_proxy(service: ServiceProcess, tmp_path: Path) -> None:
-    res = tcloud(service, "alice", "submit", str(_task_dir(tmp_path)))
+    res = tcloud(service, "alice", "submit", str(example_task_dir(tmp_path)))
     assert res.returncode == 0, res.stderr + res.stdout
     task_id = int(re.search(r"submitted task (\d+)", res.stdout + res.stderr).group(1))
     alice, bob = Api(service.url, service.token("alice")), Api(service.url, service.token("bob"))
     try:
         alice.wait_status(task_id, {"running"}, timeout=300)
-        log = _wait("the training ends", lambda: (t := alice.call("GET", f"/api/tasks/{task_id}/logs")[1]
+        log = wait_for("the training ends", lambda: (t := alice.call("GET", f"/api/tasks/{task_id}/logs")[1]
                                                     .get("data", "")) and "trained" in t and t, timeout=300)
         m = re.search(r"tacc: TensorBoard on port (\d+), reading runs \(its output: tensorboard\.log\)", log)
         assert m, log
@@ -90,16 +91,16 @@ def test_tensorboard_beside_the_example_through_the_proxy(service: ServiceProces
         assert entry["label"] == "TensorBoard" and entry["url"] == f"/tasks/{task_id}/proxy/{port}/"
 
         # TensorBoard runs as alice, on the loopback only
-        listeners = _wait("TensorBoard listens", lambda: _listeners(port))
+        listeners = wait_for("TensorBoard listens", lambda: _listeners(port))
         assert listeners == [("0100007F", accounts.uid("alice"))], listeners
 
         # through the proxy: the run, its scalar tags, every step of the loss
         base = f"/tasks/{task_id}/proxy/{port}"
         # (TensorBoard started before runs/ existed; it reloads its log directory every few seconds)
-        runs = _wait("TensorBoard finds the run", lambda: (r := alice.call("GET", f"{base}/data/runs"))[0] == 200
+        runs = wait_for("TensorBoard finds the run", lambda: (r := alice.call("GET", f"{base}/data/runs"))[0] == 200
                      and r[1])
         assert runs == ["."], runs  # the event files lie in runs/ itself
-        tags = _wait("TensorBoard has read the event files", lambda: (
+        tags = wait_for("TensorBoard has read the event files", lambda: (
             (r := alice.call("GET", f"{base}/data/plugin/scalars/tags"))[0] == 200
             and {"train/loss", "train/lr"} <= set(r[1].get(".", {})) and r[1]))
         assert set(tags["."]) == {"train/loss", "train/lr"}, tags
@@ -125,4 +126,4 @@ def test_tensorboard_beside_the_example_through_the_proxy(service: ServiceProces
     finally:
         tcloud(service, "alice", "cancel", str(task_id))
     alice.wait_status(task_id, {"cancelled"}, timeout=60)
-    _wait("TensorBoard ends with its task", lambda: not _listeners(port), timeout=30)
+    wait_for("TensorBoard ends with its task", lambda: not _listeners(port), timeout=30)
