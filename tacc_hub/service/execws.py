@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import signal
 import struct
 import termios
@@ -297,8 +298,12 @@ class ExecSocket(tornado.websocket.WebSocketHandler):
                 try:
                     set_winsize(slave, rows, cols)
                     os.set_blocking(master, False)
+                    # The terminal must be the controlling one of whoever handles resizes (SIGWINCH): the launcher
+                    # gives it to its command itself; srun must have it: setsid -c (no fork: not a group leader).
+                    setsid = None if executor.name == "local" else shutil.which("setsid", path=env.get("PATH"))
                     proc = await asyncio.create_subprocess_exec(
-                        *cmd, stdin=slave, stdout=slave, stderr=slave, env=env, start_new_session=True)
+                        *([setsid, "-c"] if setsid else []), *cmd, stdin=slave, stdout=slave, stderr=slave,
+                        env=env, start_new_session=setsid is None)
                 except BaseException:
                     os.close(master)
                     raise

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import BIN, ROOT, Api, ServiceProcess, tcloud, write_task
-from tests.e2e.test_exec import Terminal, _audit
+from tests.e2e.test_exec import Terminal, _audit, _set_size
 
 pytestmark = pytest.mark.timeout(900)
 WAIT_S = 120
@@ -87,6 +88,16 @@ def test_exec_and_shell_in_a_slurm_task(slurm_service: ServiceProcess, tmp_path:
     term.read_until(b"who=ivan")
     term.send("stty size\n")
     term.read_until(b"30 100")
+    _set_size(term.fd, 41, 132)  # a resize reaches the shell on the node (srun holds the service's terminal)
+    os.kill(term.pid, signal.SIGWINCH)
+    deadline = time.monotonic() + WAIT_S
+    while b"41 132" not in term.out:
+        assert time.monotonic() < deadline, term.out[-500:]
+        term.send("stty size\n")
+        try:
+            term.read_until(b"41 132", timeout=0.5)
+        except AssertionError:
+            pass
     term.send("exit 3\n")
     assert term.wait(WAIT_S) == 3
 
