@@ -306,14 +306,33 @@ async def _slurm_table(ex: SlurmExecutor, task_id: int, state: dict[str, Any], n
     now = time.monotonic()
     if hit is not None and hit[1] == job_id and 0 <= now - hit[0] < max_age:
         return hit[2]
+    inflight: dict[int, asyncio.Future[list[Listener]]] | None = getattr(ex, "_port_reads", None)
+    if inflight is None:
+        inflight = {}
+        ex._port_reads = inflight  # type: ignore[attr-defined]
+    if task_id in inflight:  # one step at a time per task, however many requests ask
+        return await asyncio.shield(inflight[task_id])
     user = state.get("user") if isinstance(state.get("user"), str) else None
     argv = ex._argv("srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={node}",
                     "--quiet", "cat", "/proc/net/tcp", "/proc/net/tcp6", user=user or ex.submit_as)
-    out = await ex._run(argv)
-    table = parse_proc_net_tcp(out[:MAX_TABLE_BYTES])
+    future: asyncio.Future[list[Listener]] = asyncio.get_running_loop().create_future()
+    inflight[task_id] = future
+    try:
+        out = await ex._run(argv)
+        table = parse_proc_net_tcp(out[:MAX_TABLE_BYTES])
+    except asyncio.CancelledError:
+        future.cancel()
+        raise
+    except Exception as exc:
+        future.set_exception(exc)
+        future.exception()  # retrieved: a failure nobody else awaited is not logged
+        raise
+    finally:
+        inflight.pop(task_id, None)
+    future.set_result(table)
     if len(cache) > 10000:
         cache.clear()
-    cache[task_id] = (now, job_id, table)
+    cache[task_id] = (time.monotonic(), job_id, table)
     return table
 
 

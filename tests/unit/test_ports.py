@@ -243,3 +243,45 @@ def test_a_service_that_cannot_read_fds_goes_by_the_tasks_account(tmp_path: obje
     assert local_port_owned(ex, 1, {}, 8000) and not local_port_owned(ex, 1, {}, 8001)  # type: ignore[arg-type]
     os.chown(d, os.geteuid(), os.getegid())  # a task of the service's own account: nothing is told apart
     assert local_listening(ex, 1, {}) == []  # type: ignore[arg-type]
+
+
+async def test_concurrent_slurm_checks_of_a_task_share_one_step() -> None:
+    """Many proxy requests at once for a Slurm task start one ``srun`` reading /proc/net/tcp, not one each."""
+    import asyncio
+
+    from tacc_hub.executors import ports
+    from tacc_hub.scheduler.cluster import NodeSlots, Placement
+
+    calls: list[list[str]] = []
+
+    class FakeSlurm:
+        submit_as = None
+
+        def _argv(self, *args: str, user: str | None = None) -> list[str]:
+            return [*args, f"as={user}"]
+
+        def _uid(self, state: dict) -> int:
+            return 1001
+
+        async def _run(self, argv: list[str]) -> str:
+            calls.append(argv)
+            await asyncio.sleep(0.05)
+            if argv[0] == "scontrol":
+                return "NodeName=n1 Arch=x86_64 NodeAddr=127.0.0.1 NodeHostName=localhost\n"
+            return HEADER + line(0, "0100007F:1F90", uid="1001") + line(1, "0100007F:1F91", uid="2002")
+
+    ex = FakeSlurm()
+    state = {"job_id": "42", "uid": 1001, "user": "alice"}
+    where = Placement(nodes=[NodeSlots(node="n1", gpus=[0])])
+    owned = await asyncio.gather(*(ports.slurm_port_owned(ex, 7, state, where, p)  # type: ignore[arg-type]
+                                   for p in (8080, 8080, 8081, 8080)))
+    assert owned == [True, True, False, True]
+    steps = [c for c in calls if c[0] == "srun"]
+    assert len(steps) == 1, calls
+    assert steps[0] == ["srun", "--jobid=42", "--overlap", "--nodes=1", "--ntasks=1", "--nodelist=n1", "--quiet",
+                        "cat", "/proc/net/tcp", "/proc/net/tcp6", "as=alice"]
+    assert ports.slurm_task_host(ex, 7, state, where) == "127.0.0.1"  # type: ignore[arg-type]
+    assert await ports.slurm_listening(ex, 7, state, where) == [8080]  # type: ignore[arg-type]
+    # a hostile node name from a placement is never passed to Slurm
+    bad = Placement(nodes=[NodeSlots(node="n1,n2 --uid=0", gpus=[])])
+    assert not await ports.slurm_port_owned(ex, 8, state, bad, 8080)  # type: ignore[arg-type]
