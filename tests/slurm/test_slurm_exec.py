@@ -57,69 +57,72 @@ def test_exec_and_shell_in_a_slurm_task(slurm_service: ServiceProcess, tmp_path:
     assert res.returncode == 0, res.stderr
     tid = int(json.loads(res.stdout)["id"])
     api = Api(svc.url, svc.token("ivan"))
-    api.wait_status(tid, {"running"}, timeout=WAIT_S)
-    work = svc.data_dir / "tasks" / str(tid) / "work"
-    seen = _wait_file(work / "seen.0")  # what rank 0 (the first node) sees
+    try:
+        api.wait_status(tid, {"running"}, timeout=WAIT_S)
+        work = svc.data_dir / "tasks" / str(tid) / "work"
+        seen = _wait_file(work / "seen.0")  # what rank 0 (the first node) sees
 
-    res = _exec(svc, "ivan", tid, "whoami")
-    assert (res.returncode, res.stdout) == (0, b"ivan\n"), res.stderr
-    res = _exec(svc, "ivan", tid, "pwd")
-    assert res.stdout.decode().strip() == str(work)
-    res = _exec(svc, "ivan", tid, "sh", "-c", "echo \"$SLURMD_NODENAME $CUDA_VISIBLE_DEVICES $TACC_TASK_ID\"")
-    assert res.stdout.decode().strip() == seen, res.stderr
-    res = _exec(svc, "ivan", tid, "sh", "-c", "echo out; echo err >&2; exit 7")
-    assert res.returncode == 7 and res.stdout == b"out\n" and b"err\n" in res.stderr
-    hostile = ["$(id)", ";rm -rf ~", "a,b=c", "--export=ALL", "FOO=bar"]
-    res = _exec(svc, "ivan", tid, "printf", "%s\\n", *hostile)
-    assert res.stdout.decode().split("\n")[:-1] == hostile, res.stderr
+        res = _exec(svc, "ivan", tid, "whoami")
+        assert (res.returncode, res.stdout) == (0, b"ivan\n"), res.stderr
+        res = _exec(svc, "ivan", tid, "pwd")
+        assert res.stdout.decode().strip() == str(work)
+        res = _exec(svc, "ivan", tid, "sh", "-c", "echo \"$SLURMD_NODENAME $CUDA_VISIBLE_DEVICES $TACC_TASK_ID\"")
+        assert res.stdout.decode().strip() == seen, res.stderr
+        res = _exec(svc, "ivan", tid, "sh", "-c", "echo out; echo err >&2; exit 7")
+        assert res.returncode == 7 and res.stdout == b"out\n" and b"err\n" in res.stderr
+        hostile = ["$(id)", ";rm -rf ~", "a,b=c", "--export=ALL", "FOO=bar"]
+        res = _exec(svc, "ivan", tid, "printf", "%s\\n", *hostile)
+        assert res.stdout.decode().split("\n")[:-1] == hostile, res.stderr
 
-    # another user's token: 404, nothing ran
-    marker = Path(f"/tmp/slurm-exec-bob-{os.getpid()}-{time.time_ns()}")
-    res = _exec(svc, "bob", tid, "touch", str(marker))
-    assert res.returncode == 255 and b"404" in res.stderr
-    assert not marker.exists()
+        # another user's token: 404, nothing ran
+        marker = Path(f"/tmp/slurm-exec-bob-{os.getpid()}-{time.time_ns()}")
+        res = _exec(svc, "bob", tid, "touch", str(marker))
+        assert res.returncode == 255 and b"404" in res.stderr
+        assert not marker.exists()
 
-    # a shell on a real terminal
-    env = {**os.environ, "TACC_URL": svc.url, "TACC_TOKEN": svc.token("ivan"), "TACC_CONFIG": "/nonexistent",
-           "TERM": "xterm"}
-    term = Terminal([str(BIN / "tcloud"), "shell", str(tid)], env)
-    term.read_until(b"$ ", timeout=WAIT_S)
-    term.send("echo who=$(whoami)\n")
-    term.read_until(b"who=ivan")
-    term.send("stty size\n")
-    term.read_until(b"30 100")
-    _set_size(term.fd, 41, 132)  # a resize reaches the shell on the node (srun holds the service's terminal)
-    os.kill(term.pid, signal.SIGWINCH)
-    deadline = time.monotonic() + WAIT_S
-    while b"41 132" not in term.out:
-        assert time.monotonic() < deadline, term.out[-500:]
+        # a shell on a real terminal
+        env = {**os.environ, "TACC_URL": svc.url, "TACC_TOKEN": svc.token("ivan"), "TACC_CONFIG": "/nonexistent",
+               "TERM": "xterm"}
+        term = Terminal([str(BIN / "tcloud"), "shell", str(tid)], env)
+        term.read_until(b"$ ", timeout=WAIT_S)
+        term.send("echo who=$(whoami)\n")
+        term.read_until(b"who=ivan")
         term.send("stty size\n")
-        try:
-            term.read_until(b"41 132", timeout=0.5)
-        except AssertionError:
-            pass
-    term.send("exit 3\n")
-    assert term.wait(WAIT_S) == 3
+        term.read_until(b"30 100")
+        _set_size(term.fd, 41, 132)  # a resize reaches the shell on the node (srun holds the service's terminal)
+        os.kill(term.pid, signal.SIGWINCH)
+        deadline = time.monotonic() + WAIT_S
+        while b"41 132" not in term.out:
+            assert time.monotonic() < deadline, term.out[-500:]
+            term.send("stty size\n")
+            try:
+                term.read_until(b"41 132", timeout=0.5)
+            except AssertionError:
+                pass
+        term.send("exit 3\n")
+        assert term.wait(WAIT_S) == 3
 
-    # an exec'd sleep ends with the task
-    proc = subprocess.Popen([str(BIN / "tcloud"), "exec", "-n", str(tid), "--", "sh", "-c", "echo $$; exec sleep 500"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
-                            env={**env, "TERM": "dumb"})
-    assert proc.stdout is not None
-    pid = int(proc.stdout.readline())
-    assert not _gone(pid)
-    tcloud(svc, "ivan", "cancel", str(tid))
-    api.wait_status(tid, {"cancelled"}, timeout=WAIT_S)
-    deadline = time.monotonic() + WAIT_S
-    while not _gone(pid):
-        assert time.monotonic() < deadline, "the exec'd sleep outlived its task"
-        time.sleep(0.1)
-    assert proc.wait(WAIT_S) != 0
-    status, _ = api.call("GET", f"/api/tasks/{tid}")
-    assert status == 200
+        # an exec'd sleep ends with the task
+        proc = subprocess.Popen([str(BIN / "tcloud"), "exec", "-n", str(tid), "--", "sh", "-c",
+                                 "echo $$; exec sleep 500"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=ROOT,
+                                env={**env, "TERM": "dumb"})
+        assert proc.stdout is not None
+        pid = int(proc.stdout.readline())
+        assert not _gone(pid)
+        tcloud(svc, "ivan", "cancel", str(tid))
+        api.wait_status(tid, {"cancelled"}, timeout=WAIT_S)
+        deadline = time.monotonic() + WAIT_S
+        while not _gone(pid):
+            assert time.monotonic() < deadline, "the exec'd sleep outlived its task"
+            time.sleep(0.1)
+        assert proc.wait(WAIT_S) != 0
+        status, _ = api.call("GET", f"/api/tasks/{tid}")
+        assert status == 200
 
-    rows = _audit(svc, tid)
-    actions = {(r["actor"], r["action"]) for r in rows}
-    assert ("ivan", "exec") in actions and ("ivan", "shell") in actions
-    assert all(r["detail"]["node"] == seen.split()[0] for r in rows)
-    assert not any(r["actor"] == "bob" for r in rows)
+        rows = _audit(svc, tid)
+        actions = {(r["actor"], r["action"]) for r in rows}
+        assert ("ivan", "exec") in actions and ("ivan", "shell") in actions
+        assert all(r["detail"]["node"] == seen.split()[0] for r in rows)
+        assert not any(r["actor"] == "bob" for r in rows)
+    finally:
+        tcloud(svc, "ivan", "cancel", str(tid))  # a failure above leaves no job behind
