@@ -81,10 +81,12 @@ def register(cli: click.Group) -> None:
         """Forward 127.0.0.1:LOCAL (default: PORT) to a running task's PORT, through the service, until Ctrl-C."""
         import asyncio
 
-        from .tcloud import _die
+        from .tcloud import _call, _die
 
-        _ports(obj, task_id)  # the task is the caller's (or they learn why not) before anything listens
         client = obj.client
+        status = _call(client.show, task_id).get("status")  # the caller's task (or they learn why not)...
+        if status != "running":  # ...and running, before anything listens
+            _die(f"task {task_id} is {status}, not running; only a running task's ports can be forwarded")
         ws_url = client.url.replace("https://", "wss://", 1).replace("http://", "ws://", 1) + \
             f"/api/tasks/{task_id}/ports/{port}/tunnel"
         try:

@@ -408,6 +408,8 @@ def test_tcloud_port_forward_tunnels_http(service: ServiceProcess, web: Web) -> 
         _, err = proc.communicate(timeout=30)
     assert proc.returncode == 0, err
     assert "Traceback" not in err
+    res = tcloud(service, "bob", "port-forward", str(web.task), str(web.http), str(free_port()))
+    assert res.returncode == 1 and f"no task {web.task}" in res.stderr, res.stderr
 
 
 def test_through_the_hub_a_browser_logs_in_and_its_cookies_stay_out(tmp_path_factory: pytest.TempPathFactory) -> None:
