@@ -358,4 +358,6 @@ async def test_a_rerun_after_preemption_keeps_its_log_and_checkpoints(tasks: Tas
     obs = await tasks.wait(9, "exited")
     assert obs == Observation("exited", exit_code=0), (obs, tasks.log(9))
     lines = [line for line in tasks.log(9).splitlines() if not line.startswith(("slurmstepd", "srun"))]
+    mark = lines.pop(2) if len(lines) > 2 else ""  # launch.sh marks the second run (compiler.render)
+    assert mark.startswith("=== tacc: attempt 2 (TACC_ATTEMPT=1) started at ") and mark.endswith(" UTC ==="), lines
     assert lines == ["attempt 0 grace 2", "saving", "attempt 1 grace 2", "step-0", "finished"], tasks.log(9)
