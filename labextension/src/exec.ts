@@ -39,12 +39,14 @@ export class ExecSession {
 
   constructor(
     private readonly socket: SocketLike,
-    size: { rows: number; cols: number },
+    size: { rows: number; cols: number } | (() => { rows: number; cols: number }),
     private readonly cb: ExecCallbacks
   ) {
     socket.binaryType = 'arraybuffer';
     socket.onopen = () => {
-      socket.send(JSON.stringify({ tty: true, rows: size.rows, cols: size.cols }));
+      // the size when the socket opens (the terminal may have been fitted to its tab meanwhile)
+      const { rows, cols } = typeof size === 'function' ? size() : size;
+      socket.send(JSON.stringify({ tty: true, rows, cols }));
       this.state = 'open';
       cb.onOpen?.();
     };

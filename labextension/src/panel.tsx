@@ -296,11 +296,15 @@ function TaskRow(props: {
         {res && <span title="GPUs and nodes">{res}</span>}
         {run !== null && <span title="Run time">ran {formatDuration(run)}</span>}
         <span title="Since submitted">elapsed {formatDuration(elapsedOf(task, t))}</span>
-        {running && <TimeLeft task={task} t={t} />}
-        {running && <GpuSpark usage={runInfo?.usage} />}
-        {running && <AttemptBadge task={task} attempts={runInfo?.attempts} />}
         {task.reason && !queue && <span className="tacc-reason">{task.reason}</span>}
       </div>
+      {running && (
+        <div className="tacc-run" aria-label={`Task ${task.id} as it runs`}>
+          <TimeLeft task={task} t={t} />
+          <GpuSpark usage={runInfo?.usage} />
+          <AttemptBadge task={task} attempts={runInfo?.attempts} />
+        </div>
+      )}
       {running && <PortsLine ports={runInfo?.ports} />}
       {queue && (
         <div

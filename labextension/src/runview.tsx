@@ -80,6 +80,7 @@ export function GpuSpark({ usage }: { usage: Usage | null | undefined }): JSX.El
     >
       <svg className="tacc-spark-svg" width={SPARK_W} height={SPARK_H} viewBox={`0 0 ${SPARK_W} ${SPARK_H}`} aria-hidden="true">
         <line className="tacc-spark-base" x1="0" y1={SPARK_H - 0.5} x2={SPARK_W} y2={SPARK_H - 0.5} />
+        {points && <polygon className="tacc-spark-area" points={`0,${SPARK_H} ${points} ${SPARK_W},${SPARK_H}`} />}
         {points && <polyline className="tacc-spark-line" points={points} />}
       </svg>
       {label}

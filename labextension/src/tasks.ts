@@ -24,8 +24,13 @@ export interface RunInfo {
 
 type RunPart = keyof RunInfo;
 
-/** How often each part is fetched for a running task (ms). */
+/** How often each part is fetched for a running task (ms); usage: as often as the service samples (5-60 s). */
 export const RUN_INTERVALS: Record<RunPart, number> = { ports: 7500, usage: 30000, attempts: 60000 };
+
+export function usageInterval(usage: Usage | null | undefined): number {
+  const every = usage && typeof usage.interval === 'number' && usage.interval > 0 ? usage.interval * 1000 : RUN_INTERVALS.usage;
+  return Math.min(60000, Math.max(5000, every));
+}
 
 const VISIBLE_INTERVAL = 2500;
 const HIDDEN_INTERVAL = 15000;
@@ -190,7 +195,8 @@ export class TasksModel {
       return;
     }
     const attempt = task.attempt ?? null;
-    if (last && now - last.at < RUN_INTERVALS[part] && (part !== 'attempts' || last.attempt === attempt)) {
+    const every = part === 'usage' ? usageInterval(this.runs.get(task.id)?.usage) : RUN_INTERVALS[part];
+    if (last && now - last.at < every && (part !== 'attempts' || last.attempt === attempt)) {
       return;
     }
     if (part === 'attempts' && (attempt ?? 1) <= 1 && !task.max_restarts) {

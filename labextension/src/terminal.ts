@@ -5,7 +5,7 @@
  * it. Closing the tab hangs the shell up; "Reconnect" opens a new shell once one has ended.
  */
 
-import { MainAreaWidget, ToolbarButton } from '@jupyterlab/apputils';
+import { MainAreaWidget, Toolbar, ToolbarButton } from '@jupyterlab/apputils';
 import { refreshIcon } from '@jupyterlab/ui-components';
 import { Message } from '@lumino/messaging';
 import { Widget } from '@lumino/widgets';
@@ -78,7 +78,7 @@ export class TaskTerminalView extends Widget {
     const socket = this.opts.connect();
     const session = new ExecSession(
       socket,
-      { rows: this.term.rows, cols: this.term.cols },
+      () => ({ rows: this.term.rows, cols: this.term.cols }),
       {
         onData: data => this.term.write(data),
         onOpen: () => {
@@ -188,6 +188,7 @@ export function taskTerminal(opts: TerminalOptions): MainAreaWidget<TaskTerminal
   });
   widget.toolbar.addItem('where', where);
   widget.toolbar.addItem('state', state);
+  widget.toolbar.addItem('spacer', Toolbar.createSpacerItem());
   widget.toolbar.addItem('reconnect', reconnect);
   view.onStatus = s => {
     state.node.textContent = STATUS_TEXT[s];

@@ -48,6 +48,16 @@ describe('ExecSession', () => {
     expect(out).toEqual(['alice\r\n']);
   });
 
+  it('asks for the size the terminal has when the socket opens', () => {
+    const ws = new FakeSocket();
+    const size = { rows: 24, cols: 80 };
+    new ExecSession(ws, () => size, { onData: () => undefined });
+    size.rows = 51;
+    size.cols = 120; // fitted to its tab before the socket opened
+    ws.open();
+    expect(JSON.parse(ws.sent[0] as string)).toEqual({ tty: true, rows: 51, cols: 120 });
+  });
+
   it('reports the exit code of the last text frame and stops sending', () => {
     const ws = new FakeSocket();
     const exits: number[] = [];

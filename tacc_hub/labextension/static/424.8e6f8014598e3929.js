@@ -476,11 +476,21 @@
 .tacc-btn:disabled { opacity: 0.45; cursor: default; }
 
 /* A running task: time left, GPU sparkline, attempt, web ports, Terminal and Extend */
+.tacc-run {
+  display: flex;
+  flex-wrap: wrap;
+  align-items: center;
+  gap: 2px 12px;
+  padding: 0 6px 4px;
+  font-size: var(--jp-ui-font-size0);
+}
+.tacc-run:empty { display: none; }
 .tacc-timeleft { color: var(--jp-ui-font-color1); white-space: nowrap; }
 .tacc-timeleft-soon { color: var(--jp-warn-color0); font-weight: 600; }
 .tacc-spark { display: inline-flex; align-items: center; gap: 3px; white-space: nowrap; }
 .tacc-spark-svg { display: block; overflow: visible; }
 .tacc-spark-line { fill: none; stroke: var(--jp-brand-color1); stroke-width: 1.25; stroke-linejoin: round; }
+.tacc-spark-area { fill: var(--jp-brand-color1); opacity: 0.15; stroke: none; }
 .tacc-spark-base { stroke: var(--jp-border-color2); stroke-width: 1; }
 .tacc-attempt {
   color: var(--jp-warn-color0);
@@ -563,12 +573,12 @@ a.tacc-port:hover { background: var(--jp-layout-color2); border-color: var(--jp-
 }
 .tacc-terminal .xterm { height: 100%; }
 .tacc-terminal .xterm-viewport { background-color: transparent !important; }
-.tacc-terminal-where { padding: 0 8px; font-weight: 600; line-height: var(--jp-private-toolbar-height, 24px); }
+.tacc-terminal-where { padding: 0 8px; font-weight: 600; white-space: nowrap; line-height: var(--jp-private-toolbar-height, 24px); }
 .tacc-terminal-state {
   padding: 0 8px;
   color: var(--jp-ui-font-color2);
   line-height: var(--jp-private-toolbar-height, 24px);
-  flex: 1 1 auto;
+  white-space: nowrap;
 }
 .tacc-terminal-state[data-status='connected'] { color: var(--jp-success-color1); }
 .tacc-terminal-state[data-status='error'] { color: var(--jp-error-color1); }
