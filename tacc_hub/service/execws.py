@@ -213,7 +213,7 @@ class ExecSocket(tornado.websocket.WebSocketHandler):
             return
         with contextlib.suppress(tornado.websocket.WebSocketClosedError):
             self.write_message(json.dumps({"error": exc.message, "field": exc.field}))
-        self.close(exc.code, exc.message[:100])
+        self.close(exc.code, exc.message.encode()[:120].decode(errors="ignore"))  # a close reason: <= 123 bytes
 
     async def on_message(self, message: str | bytes) -> None:
         # tornado reads the next frame only once this returns: nothing arrives while the command starts
@@ -278,12 +278,16 @@ class ExecSocket(tornado.websocket.WebSocketHandler):
             raise ExecError("the task is not running", None, 4409)
         self.task, self.tty = rec, tty
         executor = self.ctx.controller.executor
-        placement = Placement.model_validate(rec.placement) if rec.placement else None
         state = dict(rec.executor_state or {})
+        from pydantic import ValidationError
+
         from tacc_hub.executors.base import LaunchError
 
         try:
+            placement = Placement.model_validate(rec.placement) if rec.placement else None
             cmd = await asyncio.to_thread(executor.exec_argv, rec.id, state, placement, argv, tty=tty)
+        except ValidationError:
+            raise ExecError("the task's placement is unreadable: it cannot be reached", None, 4500) from None
         except LaunchError as exc:
             raise ExecError(str(exc)[:2000], None, 4500) from None
         if self.closed:  # the client left while the command was being prepared: start nothing
