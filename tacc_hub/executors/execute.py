@@ -9,7 +9,9 @@ The task's launch variables (``TACC_*`` and the site's extras) are the ``export`
 batch script (``job.sbatch``, read without following a link, only as a regular file of the job's uid;
 its owner may have changed it, but then only their own command sees it), plus the node variables the
 script computes (``TACC_NODELIST``, ``TACC_NNODES``, ``TACC_NODE_RANK`` 0, ``TACC_MASTER_ADDR``).
-No argv (a terminal session): the account's login shell (``-l``).
+Then the unconditional ``export`` lines of its ``launch.sh`` (``launcher.execute.script_exports``: its
+own variables, its venv's or conda env's PATH), as for a local task. No argv (a terminal session): the
+account's login shell (``-l``).
 
 No shell and no quoting: srun's ``--export`` cannot carry values with commas, so the variables and the
 user's argv travel as one JSON argument of a small fixed Python program (``NODE_PROGRAM``) that adds
@@ -25,6 +27,7 @@ import re
 import shlex
 from typing import TYPE_CHECKING, Any
 
+from ..launcher.execute import script_exports
 from ..scheduler.cluster import Placement
 from .base import ExecUnsupported
 from .slurm_files import read_job_file
@@ -131,7 +134,9 @@ def slurm_exec_argv(ex: SlurmExecutor, task_id: int, state: dict[str, Any], plac
                TACC_MASTER_ADDR=master)
     if tty:
         env.setdefault("TERM", "xterm-256color")
-    workdir = script_workdir(read_job_file(str(tdir / "launch.sh"), uid, SCRIPT_LIMIT) or "")
+    launch_sh = read_job_file(str(tdir / "launch.sh"), uid, SCRIPT_LIMIT) or ""
+    env = script_exports(launch_sh, {**ex._env(), **env})  # the task's own variables, its venv's PATH
+    workdir = script_workdir(launch_sh)
     cwd = tdir / "work" if workdir == "." else tdir / "work" / workdir
     payload = json.dumps({"env": env, "argv": list(argv)})
     user = state.get("user") if isinstance(state.get("user"), str) else None

@@ -5,9 +5,10 @@ task's supervisor is alive (its pid still has the recorded kernel start time, an
 was written). A forked child then starts a session of its own (with ``--tty``: fd 0, a terminal the
 service opened, becomes its controlling terminal), drops to the task's account for good, enters
 the task's working directory (``task_dir/work/<workdir>``, after the drop: a link there leads only
-where the user may go) and execs ARGV with the task's launch environment (``spec["env"]``, plus
-``TERM`` for a terminal); ARGV[0] is looked up in that environment's PATH. No ARGV with ``--tty``:
-the account's login shell (``-l``), else bash.
+where the user may go) and execs ARGV with the task's launch environment (``spec["env"]``, then the
+unconditional exports of its ``launch.sh``: its own variables, its venv's PATH; ``TERM`` for a
+terminal); ARGV[0] is looked up in that environment's PATH. No ARGV with ``--tty``: the account's
+login shell (``-l``), else bash.
 
 The root parent is a subreaper (what the command leaves behind stays its descendant), forwards
 SIGINT, SIGTERM and SIGHUP to the command's process group (SIGTERM: every descendant is killed 1 s
@@ -41,6 +42,89 @@ TERM_GRACE_S = 1.0
 PR_SET_PDEATHSIG = 1
 TERM_NAME = re.compile(r"[A-Za-z0-9._+-]{1,64}")
 DEFAULT_TERM = "xterm-256color"
+
+NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+EXPORT_RE = re.compile(r"export ([A-Za-z_][A-Za-z0-9_]*)=(.*)")
+WORKDIR_LINE = 'cd -- "${TACC_WORKDIR}"'
+
+
+def _variable(text: str, i: int, env: dict[str, str]) -> tuple[str, int] | None:
+    """The value of ``$NAME`` or ``${NAME}`` at ``text[i]`` and the index after it; None for anything else."""
+    if text.startswith("${", i):
+        end = text.find("}", i + 2)
+        name = text[i + 2:end] if end > 0 else ""
+        return (env.get(name, ""), end + 1) if NAME_RE.fullmatch(name) else None
+    m = NAME_RE.match(text, i + 1)
+    return (env.get(m.group(0), ""), m.end()) if m else None
+
+
+def expand_word(text: str, env: dict[str, str]) -> str | None:
+    """One shell word as bash would expand it, for the quoting and variables the compiler writes
+    (``'...'``, ``"..."``, ``$NAME``, ``${NAME}``, backslashes); None for anything else (``$(...)``,
+    backquotes, several words, operators): such a line is left out rather than guessed at."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "'":
+            end = text.find("'", i + 1)
+            if end < 0:
+                return None
+            out.append(text[i + 1:end])
+            i = end + 1
+        elif c == '"':
+            i += 1
+            while i < n and text[i] != '"':
+                if text[i] == "\\" and i + 1 < n and text[i + 1] in '$`"\\':
+                    out.append(text[i + 1])
+                    i += 2
+                elif text[i] == "$":
+                    got = _variable(text, i, env)
+                    if got is None:
+                        return None
+                    out.append(got[0])
+                    i = got[1]
+                elif text[i] == "`":
+                    return None
+                else:
+                    out.append(text[i])
+                    i += 1
+            if i >= n:
+                return None
+            i += 1
+        elif c == "\\":
+            if i + 1 >= n:
+                return None
+            out.append(text[i + 1])
+            i += 2
+        elif c == "$":
+            got = _variable(text, i, env)
+            if got is None:
+                return None
+            out.append(got[0])
+            i = got[1]
+        elif c.isspace() or c in "`;&|<>()#":
+            return None
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def script_exports(script: str, env: dict[str, str]) -> dict[str, str]:
+    """``env`` with the unconditional ``export NAME=WORD`` lines of a task's ``launch.sh`` applied, in order,
+    up to where it enters its working directory: the task's own variables and its venv or conda PATH."""
+    env = dict(env)
+    for line in script.splitlines():
+        if line.startswith(WORKDIR_LINE):
+            break
+        m = EXPORT_RE.fullmatch(line)
+        if m is None:
+            continue
+        value = expand_word(m.group(2), env)
+        if value is not None and "\0" not in value:
+            env[m.group(1)] = value
+    return env
 
 
 def parse_args(args: list[str]) -> tuple[bool, list[str]] | None:
@@ -170,6 +254,9 @@ def run_exec(ctl: int, uid: int, gid: int, args: list[str]) -> int:
         raise Refused("--tty needs a terminal as standard input")
     cwd = work_dir(spec)
     env = {str(k): str(v) for k, v in spec["env"].items()}
+    files = spec.get("files")
+    if isinstance(files, dict) and isinstance(files.get("launch.sh"), str):
+        env = script_exports(files["launch.sh"], env)
     if tty:
         term = os.environ.get("TERM", "")
         env["TERM"] = term if TERM_NAME.fullmatch(term) else DEFAULT_TERM

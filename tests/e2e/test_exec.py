@@ -43,6 +43,7 @@ def _running_task(service: ServiceProcess, tmp_path: Path, user: str = "alice", 
             "  - echo \"$CUDA_VISIBLE_DEVICES\" > cuda\n  - sleep 600\n")
     if gpus:
         yaml += f"resources: {{gpus_per_node: {gpus}}}\n"
+    yaml += "environment:\n  variables: {MY_VAR: \"a b,c'$(id)\"}\n"
     d = write_task(tmp_path / f"{name}-{user}", yaml)
     (d / "sub").mkdir(exist_ok=True)
     (d / "sub" / "keep").write_text("x\n")
@@ -101,6 +102,8 @@ def test_exec_runs_as_the_owner_in_the_task(service, alice_task):
                  else "", "the task's CUDA_VISIBLE_DEVICES")
     res = _exec(service, "alice", tid, "sh", "-c", "echo $CUDA_VISIBLE_DEVICES; echo $TACC_TASK_ID")
     assert res.stdout.decode().split() == [cuda, str(tid)]
+    res = _exec(service, "alice", tid, "printenv", "MY_VAR")  # the task's own variables (its launch.sh exports)
+    assert res.stdout == b"a b,c'$(id)\n"
     # exit codes and stderr come back on their own streams
     res = _exec(service, "alice", tid, "sh", "-c", "echo out; echo err >&2; exit 7")
     assert (res.returncode, res.stdout, res.stderr) == (7, b"out\n", b"err\n")

@@ -52,7 +52,8 @@ def test_exec_and_shell_in_a_slurm_task(slurm_service: ServiceProcess, tmp_path:
     d = write_task(tmp_path / "t", "name: exec-slurm\ncode: .\nresources: {nodes: 2, gpus_per_node: 1}\n"
                    "entrypoint:\n"
                    "  - echo \"$SLURMD_NODENAME $CUDA_VISIBLE_DEVICES $TACC_TASK_ID\" > seen.$TACC_NODE_RANK\n"
-                   "  - sleep 300\n")
+                   "  - sleep 300\n"
+                   "environment:\n  variables: {MY_VAR: \"a b,c'$(id)\"}\n")
     res = tcloud(svc, "ivan", "submit", str(d), "--json")
     assert res.returncode == 0, res.stderr
     tid = int(json.loads(res.stdout)["id"])
@@ -68,6 +69,8 @@ def test_exec_and_shell_in_a_slurm_task(slurm_service: ServiceProcess, tmp_path:
         assert res.stdout.decode().strip() == str(work)
         res = _exec(svc, "ivan", tid, "sh", "-c", "echo \"$SLURMD_NODENAME $CUDA_VISIBLE_DEVICES $TACC_TASK_ID\"")
         assert res.stdout.decode().strip() == seen, res.stderr
+        res = _exec(svc, "ivan", tid, "printenv", "MY_VAR")  # the task's own variables (its launch.sh exports)
+        assert res.stdout == b"a b,c'$(id)\n", res.stderr
         res = _exec(svc, "ivan", tid, "sh", "-c", "echo out; echo err >&2; exit 7")
         assert res.returncode == 7 and res.stdout == b"out\n" and b"err\n" in res.stderr
         hostile = ["$(id)", ";rm -rf ~", "a,b=c", "--export=ALL", "FOO=bar"]

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tacc_hub.launcher.execute import parse_args
+from tacc_hub.launcher.execute import expand_word, parse_args, script_exports
 from tacc_hub.launcher.proctree import start_time
 from tests import accounts
 
@@ -178,3 +178,19 @@ def test_a_terminal_session_gets_a_controlling_terminal_and_the_login_shell(task
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 4, out
     assert b"T=vt100" in out and b"/dev/pts/" in out, out
+
+
+def test_the_launch_scripts_exports_as_bash_would_expand_them() -> None:
+    import shlex
+
+    env = {"PATH": "/usr/bin:/bin", "X": "x"}
+    assert expand_word(shlex.quote("it's $(id) `id`"), env) == "it's $(id) `id`"
+    assert expand_word('"$X/bin:${PATH}"', env) == "x/bin:/usr/bin:/bin"
+    assert expand_word(shlex.quote("/a b") + ':"$PATH"', env) == "/a b:/usr/bin:/bin"
+    for word in ("$(id)", "`id`", "a b", "x;y", '"$(id)"', "'open", '"open', "${A-b}"):
+        assert expand_word(word, env) is None, word  # left out, never run
+    script = "\n".join(["#!/bin/bash", "export VIRTUAL_ENV=/venv", 'export PATH="$VIRTUAL_ENV/bin:$PATH"',
+                         f"export MINE={shlex.quote('a,b')}", 'export ALIAS="${MINE}"', "export BAD=$(id)",
+                         "if x; then", "  export INSIDE=1", "fi", 'cd -- "${TACC_WORKDIR}"/sub', "export AFTER=1"])
+    assert script_exports(script, env) == {"PATH": "/venv/bin:/usr/bin:/bin", "X": "x", "VIRTUAL_ENV": "/venv",
+                                           "MINE": "a,b", "ALIAS": "a,b"}
