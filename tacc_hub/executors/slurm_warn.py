@@ -5,8 +5,8 @@ for SIGUSR1 dies of it: a task that never asked for the warning would lose its l
 the warning is one ``srun --overlap`` step on every node of the job, as the job's owner, running
 :data:`SCRIPT` (fixed text: no user input reaches it but the job id, checked to be digits): on its
 node it finds the owner's processes of this job on this node (``SLURM_JOB_ID``, ``SLURMD_NODENAME``
-in their environment) that slurmstepd started for a step other than the batch script and this one, and applies the rule of
-the local supervisor (``launcher.proctree.warn``).
+in their environment) that slurmstepd started for a step other than the batch script and this one,
+and applies the rule of the local supervisor (``launcher.proctree.warn``).
 """
 
 from __future__ import annotations
