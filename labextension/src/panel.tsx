@@ -140,7 +140,7 @@ function LogView({ model, task }: { model: TasksModel; task: Task }): JSX.Elemen
           }
         }}
       >
-        {text || (shown === 'waiting' ? '' : state.s === 'ended' ? '(no output)' : '')}
+        {text || (shown === 'waiting' ? '' : state.s === 'ended' ? '(no output)' : state.s === 'streaming' || state.s === 'polling' ? '(no output yet)' : '')}
       </pre>
     </div>
   );

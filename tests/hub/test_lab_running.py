@@ -149,7 +149,8 @@ def test_ports_time_left_extend_and_gpu_use_of_a_running_task(running_hub: HubPr
     page = _open_lab(browser, hub)
     try:
         tid = _submit(hub, token, "web-demo", f"python3 -m http.server {port} --bind 127.0.0.1",
-                      {"index.html": f"<!doctype html><title>{marker}</title><h1>{marker}</h1>\n"}, ports=[port])
+                      {"index.html": f"<!doctype html><title>{marker}</title><h1>{marker}</h1>\n", "logs/.keep": ""},
+                      ports=[port], tensorboard={"logdir": "logs"})
         wait_status(hub, token, tid, {"running"})
         row = page.locator(f'.tacc-task[data-task-id="{tid}"][data-status="running"]')
         row.wait_for(timeout=60_000)
@@ -172,6 +173,17 @@ def test_ports_time_left_extend_and_gpu_use_of_a_running_task(running_hub: HubPr
             print(log[log.find("Traceback") - 2000:][:8000])
             raise
         assert tab.url.startswith(f"{hub.url}/services/tacc/tasks/{tid}/proxy/{port}/"), tab.url
+        tab.close()
+
+        # TensorBoard beside it: one click opens it in a new tab, through the hub
+        board = row.locator("a.tacc-tensorboard:not(.tacc-disabled)")
+        board.wait_for(timeout=90_000)  # once TensorBoard listens
+        tb_port = int(board.get_attribute("data-port") or 0)
+        assert tb_port != port and board.get_attribute("href") == f"/services/tacc/tasks/{tid}/proxy/{tb_port}/"
+        with page.context.expect_page() as opened:
+            board.click()
+        tab = opened.value
+        tab.wait_for_function("() => /TensorBoard/.test(document.title)", timeout=60_000)
         tab.close()
 
         # time left: under the 5 minutes of its limit, ticking; 10 minutes before the end a notification
@@ -278,9 +290,11 @@ def test_a_terminal_in_a_running_task(running_hub: HubProcess, browser):
         term.locator(".xterm-helper-textarea").focus()
         _, narrower = tty_size(2)
         assert 10 < narrower < wide - 10, (wide, narrower)
+        set_panel_width(page, before)
         for close in page.locator(".Toastify__toast button[title='Hide notification']").all():  # for the shot
             close.click()
         page.locator(".Toastify__toast").first.wait_for(state="detached", timeout=10_000)
+        page.wait_for_timeout(500)  # xterm's fit after the resize
         page.screenshot(path=str(ARTIFACTS / "lab-running-terminal.png"))
         term.locator(".xterm-helper-textarea").focus()
         page.keyboard.type("exit 3\n")
