@@ -442,7 +442,7 @@ class TaccHub(Application):
     def running_settings(self) -> RunningSettings:
         return RunningSettings(
             max_time_limit=self.max_time_limit, gpu_sample_interval=self.gpu_sample_interval,
-            gpu_query_command=tuple(self.gpu_query_command), tensorboard_command=tuple(self.tensorboard_command),
+            gpu_query_command=tuple(self.gpu_query_command),
             max_exec_sessions=self.max_exec_sessions, exec_idle_timeout=self.exec_idle_timeout)
 
     def open_store(self) -> Store:

@@ -17,6 +17,5 @@ class RunningSettings:
     gpu_sample_interval: float = 30.0  # seconds between GPU utilization samples of running tasks; 0: off
     gpu_query_command: tuple[str, ...] = ("nvidia-smi", "--query-gpu=index,utilization.gpu,memory.used",
                                           "--format=csv,noheader,nounits")
-    tensorboard_command: tuple[str, ...] = ("tensorboard",)
     max_exec_sessions: int = 4  # exec and shell sessions one user may have open at once
     exec_idle_timeout: float = 3600.0  # seconds a shell may sit without input or output before it is closed
