@@ -355,7 +355,7 @@ function TaskRow(props: {
             </button>
           </div>
           {running && (
-            <div className="tacc-actions tacc-run-actions" role="toolbar" aria-label={`Task ${task.id} while it runs`}>
+            <div className="tacc-run-actions" role="toolbar" aria-label={`Task ${task.id} while it runs`}>
               <button
                 className="jp-Button jp-mod-styled jp-mod-reject tacc-btn tacc-terminal-btn"
                 aria-label={`Open a terminal in task ${task.id}`}

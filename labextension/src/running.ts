@@ -78,7 +78,7 @@ export function parseDuration(text: string): number | null {
 
 /** The key of one run of a task: a warning is given once per key. */
 export function runKey(task: Task): string {
-  return `${task.id}/${task.attempt ?? 1}`;
+  return `${task.id}/${task.attempt ?? 0}`;
 }
 
 /**
@@ -148,17 +148,20 @@ export function sparkPoints(samples: readonly UsageSample[], width: number, heig
   return values.map((u, i) => `${+(i * step).toFixed(1)},${y(u)}`).join(' ');
 }
 
-/** `attempt 3 of 3` once a task has run more than once (or may restart and is past its first run); else null. */
+/**
+ * `attempt 3 of 3` once a task has run more than once, else null. The service counts runs from 0
+ * (`attempt` 0 is the first, as TACC_ATTEMPT); people count them from 1.
+ */
 export function attemptText(task: Task, attempts?: readonly Attempt[] | null): string | null {
-  const current = Math.max(task.attempt ?? 0, attempts?.length ? Math.max(...attempts.map(a => a.attempt)) : 0);
-  if (current <= 1) {
+  const index = Math.max(task.attempt ?? 0, attempts?.length ? Math.max(...attempts.map(a => a.attempt)) : 0);
+  if (index < 1) {
     return null;
   }
-  const limit = typeof task.max_restarts === 'number' ? task.max_restarts + 1 : null;
-  return limit ? `attempt ${current} of ${Math.max(limit, current)}` : `attempt ${current}`;
+  const runs = typeof task.max_restarts === 'number' ? task.max_restarts + 1 : null;
+  return runs ? `attempt ${index + 1} of ${Math.max(runs, index + 1)}` : `attempt ${index + 1}`;
 }
 
-/** One line per earlier run: `attempt 1: node_failure (n2) after 12m 03s`. */
+/** One line per earlier run: `attempt 1 node_failure: node n2 down on n2 after 12m 03s` (counted from 1). */
 export function attemptLines(attempts: readonly Attempt[]): string[] {
   return attempts
     .filter(a => a.outcome !== 'running')
@@ -166,7 +169,7 @@ export function attemptLines(attempts: readonly Attempt[]): string[] {
       const ran = a.started_at != null && a.finished_at != null ? ` after ${formatDuration(a.finished_at - a.started_at)}` : '';
       const why = a.reason ? `: ${a.reason}` : a.exit_code != null ? `: exit ${a.exit_code}` : '';
       const where = a.nodes?.length ? ` on ${a.nodes.join(', ')}` : '';
-      return `attempt ${a.attempt} ${a.outcome}${why}${where}${ran}`;
+      return `attempt ${a.attempt + 1} ${a.outcome}${why}${where}${ran}`;
     });
 }
 

@@ -199,7 +199,7 @@ export class TasksModel {
     if (last && now - last.at < every && (part !== 'attempts' || last.attempt === attempt)) {
       return;
     }
-    if (part === 'attempts' && (attempt ?? 1) <= 1 && !task.max_restarts) {
+    if (part === 'attempts' && (attempt ?? 0) < 1 && !task.max_restarts) {
       return; // one run, and no restart possible: nothing to show
     }
     this.runFetched.set(key, { at: now, attempt });

@@ -60,14 +60,14 @@ describe('dueWarnings', () => {
   it('warns once per run, 10 minutes ahead, not after the end', () => {
     const warned = new Set<string>();
     const far = task(1, 'running', { deadline: 10_000 });
-    const near = task(2, 'running', { deadline: 10_000, attempt: 1 });
+    const near = task(2, 'running', { deadline: 10_000, attempt: 0 });
     expect(dueWarnings([far], 10_000 - 601, warned)).toEqual([]);
     expect(dueWarnings([near], 10_000 - 600, warned).map(t => t.id)).toEqual([2]);
     expect(dueWarnings([near], 10_000 - 300, warned)).toEqual([]); // once
     // extended: the same run, no second warning; a restart is a new run
     expect(dueWarnings([{ ...near, deadline: 10_300 }], 10_000, warned)).toEqual([]);
-    const restarted = { ...near, attempt: 2 };
-    expect(dueWarnings([restarted], 10_000 - 100, warned).map(runKey)).toEqual(['2/2']);
+    const restarted = { ...near, attempt: 1 };
+    expect(dueWarnings([restarted], 10_000 - 100, warned).map(runKey)).toEqual(['2/1']);
     expect(dueWarnings([task(3, 'running', { deadline: 100 })], 200, warned)).toEqual([]); // already over
     expect(dueWarnings([task(4, 'pending', { deadline: 100 })], 50, warned)).toEqual([]);
   });
@@ -97,13 +97,13 @@ describe('GPU usage', () => {
 });
 
 describe('attempts', () => {
-  it('are shown only after a restart', () => {
-    expect(attemptText(task(1, 'running', { attempt: 1, max_restarts: 2 }))).toBeNull();
-    expect(attemptText(task(1, 'running', { attempt: 3, max_restarts: 2 }))).toBe('attempt 3 of 3');
-    expect(attemptText(task(1, 'running', { attempt: 2 }))).toBe('attempt 2');
+  it('are shown only after a restart, counted from 1 (the service counts from 0)', () => {
+    expect(attemptText(task(1, 'running', { attempt: 0, max_restarts: 2 }))).toBeNull();
+    expect(attemptText(task(1, 'running', { attempt: 2, max_restarts: 2 }))).toBe('attempt 3 of 3');
+    expect(attemptText(task(1, 'running', { attempt: 1 }))).toBe('attempt 2');
     const runs = [
-      { attempt: 1, started_at: 0, finished_at: 723, outcome: 'node_failure', reason: 'node n2 down', nodes: ['n2'] },
-      { attempt: 2, started_at: 800, finished_at: null, outcome: 'running' }
+      { attempt: 0, started_at: 0, finished_at: 723, outcome: 'node_failure', reason: 'node n2 down', nodes: ['n2'] },
+      { attempt: 1, started_at: 800, finished_at: null, outcome: 'running' }
     ];
     expect(attemptText(task(1, 'running', { max_restarts: 3 }), runs)).toBe('attempt 2 of 4');
     expect(attemptLines(runs)).toEqual(['attempt 1 node_failure: node n2 down on n2 after 12m 03s']);

@@ -7,7 +7,7 @@ alice. Screenshots: test-artifacts/lab-running-*.png.
 The hub is test_lab_panel's (the README's ``jupyterhub_config.py`` with this checkout's server extension and
 panel, Lab settings per user with the news pop-up off), started for this module because its tacc service
 samples GPU use every second with a fake ``gpu_query_command`` (this machine has no GPU, and the default
-samples every 30 s: a sparkline would take minutes to show)."""
+samples every 30 s: a sparkline would take minutes to show) and restarts a failed task after 1 s (not 30)."""
 
 from __future__ import annotations
 
@@ -58,8 +58,9 @@ def running_hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HubProcess
     server_env = {"PYTHONPATH": str(ROOT), "JUPYTER_PATH": str(data),
                   "JUPYTER_CONFIG_PATH": str(ROOT / "jupyter-config")}
     per_user = {"JUPYTERLAB_SETTINGS_DIR": "lab-user-settings", "JUPYTERLAB_WORKSPACES_DIR": "lab-workspaces"}
-    sampling = ["--TaccHub.gpu_sample_interval=1", f"--TaccHub.gpu_query_command={sys.executable}",
-                "--TaccHub.gpu_query_command=-c", f"--TaccHub.gpu_query_command={FAKE_SMI}"]
+    sampling = ["--TaccHub.restart_backoff=1", "--TaccHub.gpu_sample_interval=1",
+                f"--TaccHub.gpu_query_command={sys.executable}", "--TaccHub.gpu_query_command=-c",
+                f"--TaccHub.gpu_query_command={FAKE_SMI}"]
     config = state / "jupyterhub_config.py"
     config.write_text(f"load_subconfig({str(ROOT / 'jupyterhub_config.py')!r})\n"
                       f"c.Spawner.environment = {{**c.Spawner.environment, **{server_env!r}}}\n"
@@ -85,7 +86,8 @@ def _snapshot(files: dict[str, str]) -> bytes:
     return buf.getvalue()
 
 
-def _submit(hub: HubProcess, token: str, name: str, entrypoint: str, files: dict[str, str], **spec: object) -> int:
+def _submit(hub: HubProcess, token: str, name: str, entrypoint: str | dict, files: dict[str, str],
+            **spec: object) -> int:
     archive = _snapshot(files)
     digest = digest_of(archive)
     assert api(hub, token, "PUT", f"/api/code/{digest}", data=archive).status_code in (200, 201)
@@ -311,6 +313,34 @@ def test_a_terminal_in_a_running_task(running_hub: HubProcess, browser):
         assert errors == [], errors
     except Exception:
         page.screenshot(path=str(ARTIFACTS / "lab-running-terminal-failure.png"))
+        print(f"at {page.url}; hub log:\n{hub.log_path.read_text()[-3000:]}")
+        raise
+    finally:
+        page.context.close()
+        _cancel_all(hub, token)
+
+
+def test_a_restarted_task_shows_its_attempt(running_hub: HubProcess, browser):
+    """Its first run fails (TACC_ATTEMPT 0); restarted (qos.max_restarts 2), the row says "attempt 2 of 3" and
+    the details list the run that failed."""
+    hub = running_hub
+    token = hub.token(USER, TASKS)
+    page = _open_lab(browser, hub)
+    try:
+        tid = _submit(hub, token, "flaky", {"shell": ['[ "$TACC_ATTEMPT" -ge 1 ] || exit 3', "sleep 300"]},
+                      {"README": "fails once\n"}, qos={"max_restarts": 2})
+        badge = page.locator(f'.tacc-task[data-task-id="{tid}"][data-status="running"] .tacc-attempt')
+        badge.wait_for(timeout=60_000)
+        assert badge.inner_text() == "attempt 2 of 3"
+        page.click(f'.tacc-task[data-task-id="{tid}"] .tacc-task-head')
+        history = page.locator(f'.tacc-task[data-task-id="{tid}"] .tacc-attempts li')
+        history.first.wait_for(timeout=30_000)
+        assert history.count() == 1, history.all_inner_texts()
+        assert re.fullmatch(r"attempt 1 failed: exited with status 3 on \S+ after \d+s", history.inner_text()), \
+            history.inner_text()
+        page.locator(".tacc-panel").screenshot(path=str(ARTIFACTS / "lab-running-attempt.png"))
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "lab-running-attempt-failure.png"))
         print(f"at {page.url}; hub log:\n{hub.log_path.read_text()[-3000:]}")
         raise
     finally:

@@ -275,7 +275,7 @@
 }
 
 @container (max-width: 300px) {
-  .tacc-actions .tacc-btn { padding: 0 5px; }
+  .tacc-actions .tacc-btn, .tacc-run-actions .tacc-btn { padding: 0 5px; }
 }
 /* secondary buttons outlined, not filled: a row of grey blocks reads as one bar */
 .tacc-panel .jp-Button.tacc-btn.jp-mod-reject {
@@ -540,7 +540,7 @@ a.tacc-port:hover { background: var(--jp-layout-color2); border-color: var(--jp-
 .tacc-panel a.jp-Button.tacc-btn.tacc-tensorboard:hover { background: var(--jp-brand-color0); }
 .tacc-panel a.jp-Button.tacc-tensorboard.tacc-disabled { opacity: 0.45; pointer-events: none; }
 
-.tacc-run-actions { margin-bottom: 4px; }
+.tacc-run-actions { display: flex; flex-wrap: wrap; gap: 4px; margin-bottom: 4px; }
 .tacc-glyph { font-family: var(--jp-code-font-family); font-size: var(--jp-ui-font-size0); font-weight: 600; }
 .tacc-attempts {
   list-style: none;
