@@ -31,6 +31,8 @@ LAUNCH_ENV = {
     "TACC_CROSS_SWITCH": "1 when the task's nodes hang off more than one switch (no RDMA path), else unset or 0",
     "TACC_ATTEMPT": "runs of the task before this one (0: the first; launch.sh marks later ones in the log)",
     "TACC_TENSORBOARD_PORT": "the port TensorBoard listens on, on node rank 0 at TACC_MASTER_ADDR (spec `tensorboard`)",
+    "TACC_TENSORBOARD_SECRET": "TensorBoard's secret path prefix (spec `tensorboard`); launch.sh gives it to "
+    "TensorBoard alone and unsets it before the program runs",
 }
 
 
@@ -103,10 +105,12 @@ class NodeLaunch(Model):
 
 class TensorBoardPlan(Model):
     """TensorBoard beside the task (spec ``tensorboard``): launch.sh starts it on node rank 0; the executor gives it
-    a port (``TACC_TENSORBOARD_PORT``, and ``tensorboard_port`` in its state)."""
+    a port and a secret path prefix (``TACC_TENSORBOARD_PORT``/``_SECRET``; ``tensorboard_port``/``_secret`` in
+    its state, for the proxy)."""
 
     logdir: str = Field(description="Its log directory, relative to TACC_WORKDIR (the spec's, under its workdir).")
-    command: list[str] = Field(description="The site's TensorBoard command (first word looked up on the PATH).")
+    command: list[str] = Field(description="The site's tensorboard_command: the Python that runs TensorBoard "
+                               "(first word looked up on the PATH; a trailing `-m tensorboard.main` is dropped).")
 
 
 class Features(Model):

@@ -8,12 +8,24 @@ is checked against golden files in ``tests/golden``.
 Before it execs the task's program, node rank 0 marks a later run in the log
 (``TACC_ATTEMPT`` > 0: one ``=== tacc: attempt N ... ===`` line, so a restarted or
 preempted task's log reads as one log with its runs marked) and, for a spec with
-``tensorboard``, starts the site's TensorBoard in the background as the task's
-user: on ``TACC_MASTER_ADDR`` (node rank 0's address; the loopback on the local
-executor) and ``TACC_TENSORBOARD_PORT``, its output in ``TACC_TASKDIR/tensorboard.log``.
-It runs without ``--path_prefix``: the service's proxy strips ``tasks/ID/proxy/PORT``
-and TensorBoard's pages use relative URLs. Its lifetime is the task's: the executor
-ends every process of the task when the program ends.
+``tensorboard``, starts TensorBoard in the background as the task's user: on
+``TACC_MASTER_ADDR`` (node rank 0's address; the loopback on the local executor) and
+``TACC_TENSORBOARD_PORT``, its output in ``TACC_TASKDIR/tensorboard.log``. Its lifetime is the
+task's: the executor ends every process of the task when the program ends.
+
+TensorBoard has no authentication, and any user of the node (or, on Slurm, of the cluster's
+network) can connect to its port. So it serves only under a secret path prefix,
+``--path_prefix=/<TACC_TENSORBOARD_SECRET>`` (a random token the executor makes per run and keeps in
+the task's state, which the proxy adds to each request; anything else gets 404). The secret is
+never on a command line (``/proc/PID/cmdline`` and ``ps`` are world-readable; a process's
+environment is not): the site's ``tensorboard_command`` is a Python interpreter (a trailing
+``-m tensorboard.main`` or ``-m tensorboard`` is dropped), run with ``-c TENSORBOARD_MAIN``, a fixed
+program that takes the secret out of its environment, adds the flag to its own ``sys.argv``
+only, keeps its info file (which records its arguments) in the private ``TACC_TASKDIR`` with
+umask 077, masks the secret in its output, and runs ``tensorboard.main.run_main`` (the
+``tensorboard`` console script's entry point). The secret is then unset before the
+program runs, on every node, so the task's own processes (and its log, should it print its
+environment) do not have it.
 """
 
 from __future__ import annotations
@@ -87,22 +99,58 @@ _ATTEMPT_MARK = [
 ]
 
 
+# TensorBoard's main, as ``python -c`` runs it: fixed text (no value of the task's or the site's in it, no single
+# quote); its arguments follow. The secret comes from the environment and goes into this process's sys.argv only.
+TENSORBOARD_MAIN = """\
+import sys
+sys.path[:] = [p for p in sys.path if p not in ("", ".")]  # no module from the working directory
+import os, tempfile
+k = os.environ.pop("TACC_TENSORBOARD_SECRET", "")
+if len(k) < 16 or not k.isascii() or not k.replace("-", "").replace("_", "").isalnum():
+    sys.exit("tacc: TensorBoard was not started: the executor gave it no secret path (TACC_TENSORBOARD_SECRET)")
+os.umask(0o077)
+tempfile.tempdir = os.environ.get("TACC_TASKDIR") or None
+class Masked:
+    def __init__(self, w): self.w = w
+    def write(self, t): return self.w.write(t.replace(k, "SECRET") if isinstance(t, str) else t)
+    def __getattr__(self, n): return getattr(self.w, n)
+sys.stdout, sys.stderr = Masked(sys.stdout), Masked(sys.stderr)
+sys.argv[1:] = [*sys.argv[1:], "--path_prefix=/" + k]
+from tensorboard.main import run_main
+run_main()
+"""
+PYTHON_MODULE_SUFFIXES = (("-m", "tensorboard.main"), ("-m", "tensorboard"))
+
+
+def tensorboard_python(command: list[str]) -> list[str]:
+    """The Python interpreter words of a site's ``tensorboard_command`` (a trailing ``-m tensorboard.main``
+    or ``-m tensorboard`` dropped: TENSORBOARD_MAIN runs that module's main)."""
+    for suffix in PYTHON_MODULE_SUFFIXES:
+        if len(command) > len(suffix) and tuple(command[-len(suffix):]) == suffix:
+            return list(command[:-len(suffix)])
+    return list(command)
+
+
 def _tensorboard_lines(tb: TensorBoardPlan) -> list[str]:
-    """Start TensorBoard in the background on node rank 0, when its command is on the PATH and a port was given."""
-    cmd = " ".join(q(w) for w in tb.command)
+    """Start TensorBoard in the background on node rank 0, when its Python is on the PATH and a port was given;
+    then (every node) unset its secret, so the task's program does not inherit it."""
+    python = tensorboard_python(tb.command)
+    cmd = " ".join(q(w) for w in python)
     return [
         'if [ "${TACC_NODE_RANK:-0}" = 0 ]; then  # TensorBoard beside the task (spec: tensorboard), on node rank 0',
         '  if [ -z "${TACC_TENSORBOARD_PORT:-}" ]; then',
         "    echo 'tacc: TensorBoard was not started: this executor gave it no port' >&2",
-        f"  elif ! command -v -- {q(tb.command[0])} >/dev/null 2>&1; then",
-        f"    printf 'tacc: TensorBoard was not started: %s is not on the PATH of the task\\n' {q(tb.command[0])} >&2",
+        f"  elif ! command -v -- {q(python[0])} >/dev/null 2>&1; then",
+        f"    printf 'tacc: TensorBoard was not started: %s is not on the PATH of the task\\n' {q(python[0])} >&2",
         "  else",
         f"    printf 'tacc: TensorBoard on port %s, reading %s (its output: %s)\\n' \"${{TACC_TENSORBOARD_PORT}}\" "
         f"{q(tb.logdir)} {TENSORBOARD_LOG}",
-        f'    {cmd} --logdir "${{TACC_WORKDIR}}"/{q(tb.logdir)} --host "${{TACC_MASTER_ADDR}}" \\',
+        f"    {cmd} -c {q(TENSORBOARD_MAIN)} \\",
+        f'      --logdir "${{TACC_WORKDIR}}"/{q(tb.logdir)} --host "${{TACC_MASTER_ADDR}}" \\',
         f'      --port "${{TACC_TENSORBOARD_PORT}}" </dev/null >>"${{TACC_TASKDIR}}"/{TENSORBOARD_LOG} 2>&1 &',
         "  fi",
         "fi",
+        "unset TACC_TENSORBOARD_SECRET  # TensorBoard's alone: not the program's",
     ]
 
 

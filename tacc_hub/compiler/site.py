@@ -56,7 +56,10 @@ class SiteProfile(BaseModel):
     )
     tensorboard_command: list[CommandWord] = Field(
         default_factory=list, max_length=64,
-        description="TensorBoard as launch.sh starts it beside a task whose spec has `tensorboard` (its first word "
-        "found on the task's PATH, after its environment is set up), e.g. ['python', '-m', 'tensorboard.main']. "
-        "Empty: the site runs no TensorBoard and such specs are refused.",
+        description="The Python interpreter (argv words) that runs TensorBoard beside a task whose spec has "
+        "`tensorboard`, as the task's user in its environment (the first word found on its PATH), e.g. ['python'] "
+        "or ['/opt/tb/bin/python3']; it needs the `tensorboard` package. launch.sh runs it with `-c` and a fixed "
+        "program that serves TensorBoard under a secret path prefix (kept off the command line); a trailing "
+        "`-m tensorboard.main` (or `-m tensorboard`) is accepted and dropped. A plain `tensorboard` console script "
+        "does not work here. Empty: the site runs no TensorBoard and such specs are refused.",
     )

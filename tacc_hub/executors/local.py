@@ -16,8 +16,10 @@ counted by the supervisor, so a service restart in between changes nothing. A pr
 ``checkpoint/`` and ``output.log`` (appended to) and ``TACC_ATTEMPT`` counts earlier runs.
 
 TensorBoard (a plan with ``tensorboard``): launch.sh starts it on 127.0.0.1 and a port picked free here at
-launch (``TACC_TENSORBOARD_PORT``, returned as ``tensorboard_port`` in the task's state for the proxy); the
-supervisor ends it with the task.
+launch (``TACC_TENSORBOARD_PORT``), serving only under a secret path prefix made here for each run
+(``TACC_TENSORBOARD_SECRET``: in launch.json, which only root reads, and the task's environment, which only
+its user reads; never on a command line); both are returned in the task's state (``tensorboard_port``,
+``tensorboard_secret``) for the proxy. The supervisor ends it with the task.
 
 Invariants: tasks get a scrubbed environment (``env_keep`` plus the launch variables, ``PATH`` from
 ``task_path``, ``HOME``/``USER`` of their account), never the service's own; GPU slots reach the task
@@ -31,6 +33,7 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import socket
 import sys
 import time
@@ -67,6 +70,11 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def tensorboard_secret() -> str:
+    """A fresh secret path prefix for one run's TensorBoard (URL-safe, 192 bits)."""
+    return secrets.token_urlsafe(24)
 
 
 def base_environ(env_keep: tuple[str, ...], account: Account | None, task_path: str) -> dict[str, str]:
@@ -147,9 +155,11 @@ class LocalExecutor(Executor):
     def user_dir(self, owner: str, account: Account | None = None) -> Path:
         return owner_dir(self.root, account.name if account is not None else owner)
 
-    def launch_spec(self, launch: Launch, tensorboard_port: int | None = None) -> dict[str, Any]:
+    def launch_spec(self, launch: Launch, tensorboard_port: int | None = None,
+                    tensorboard_secret: str | None = None) -> dict[str, Any]:
         """launch.json: everything tacc-launcher needs, so that it takes nothing but a task id.
-        ``tensorboard_port``: TensorBoard's (``TACC_TENSORBOARD_PORT``), for a plan with ``tensorboard``."""
+        ``tensorboard_port``/``_secret``: TensorBoard's port and path prefix (``TACC_TENSORBOARD_PORT``/``_SECRET``),
+        for a plan with ``tensorboard``."""
         plan, account = launch.plan, launch.account
         tdir = self.task_dir(launch.task_id)
         user_dir = self.user_dir(launch.owner, account)
@@ -169,6 +179,8 @@ class LocalExecutor(Executor):
         })
         if tensorboard_port is not None:
             env["TACC_TENSORBOARD_PORT"] = str(int(tensorboard_port))
+        if tensorboard_secret is not None:
+            env["TACC_TENSORBOARD_SECRET"] = tensorboard_secret
         return {
             "task_id": launch.task_id,
             "account": None if account is None else {"name": account.name, "uid": account.uid, "gid": account.gid},
@@ -186,9 +198,11 @@ class LocalExecutor(Executor):
             "grace": self.grace_period,
         }
 
-    def write_control(self, launch: Launch, tensorboard_port: int | None = None) -> Path:
+    def write_control(self, launch: Launch, tensorboard_port: int | None = None,
+                      tensorboard_secret: str | None = None) -> Path:
         """A fresh ``<run_dir>/<id>/`` holding launch.json (mode 0600), nothing of an earlier run."""
-        return write_control(self.run_dir, launch.task_id, self.launch_spec(launch, tensorboard_port))
+        return write_control(self.run_dir, launch.task_id,
+                             self.launch_spec(launch, tensorboard_port, tensorboard_secret))
 
     async def _call(self, verb: str, task_id: int) -> tuple[int, str]:
         """Run a short launcher verb (cancel, kill); (exit status, its message)."""
@@ -202,8 +216,9 @@ class LocalExecutor(Executor):
         if len(launch.placement.nodes) != 1 or launch.placement.nodes[0].node != self.node_name:
             raise LaunchError("the local executor runs single-node tasks on this machine only")
         tb_port = free_port() if launch.plan.tensorboard is not None else None
+        tb_secret = tensorboard_secret() if tb_port is not None else None
         try:
-            await asyncio.to_thread(self.write_control, launch, tb_port)
+            await asyncio.to_thread(self.write_control, launch, tb_port, tb_secret)
             proc = await asyncio.create_subprocess_exec(
                 *self.launcher, str(self.run_dir), "start", str(int(launch.task_id)), env=launcher_env(),
                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
@@ -229,7 +244,7 @@ class LocalExecutor(Executor):
         state: dict[str, Any] = {"pid": int(ready["pid"]), "start_time": ready.get("start_time"),
                                  "dir": str(self.task_dir(launch.task_id))}
         if tb_port is not None:
-            state["tensorboard_port"] = tb_port
+            state.update(tensorboard_port=tb_port, tensorboard_secret=tb_secret)
         return state
 
     async def _reap(self, task_id: int, proc: asyncio.subprocess.Process) -> None:

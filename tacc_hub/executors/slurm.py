@@ -59,7 +59,10 @@ file the task writes; a port picked free on the service's machine says nothing a
 running at once on one node get the same port only when their ids are equal modulo the block's size, and
 no program's outgoing connections or port-0 listeners land in the block; a port taken anyway only costs
 that task its TensorBoard (its error is in ``tensorboard.log``), never the task, and the proxy reaches a port
-only while the task's own processes listen on it.
+only while the task's own processes listen on it. Anyone on the cluster's network can connect to that port,
+so TensorBoard serves only under a secret path prefix made here for each run (``TACC_TENSORBOARD_SECRET``,
+exported by the batch script, which lies in the task's mode-0700 directory; kept as ``tensorboard_secret``
+in the state, for the proxy); it is never on a command line (see ``compiler/render.py``).
 
 Invariants: every command is an argv list (``asyncio`` subprocess exec, never a shell);
 jobs get a scrubbed environment (``env_keep``, ``SLURM_CONF`` and ``PATH=task_path``), their
@@ -84,7 +87,15 @@ from typing import Any
 from ..scheduler.cluster import Node, Placement
 from .base import REQUEUE_MARK, Executor, Launch, LaunchError, LaunchUnavailable, Observation
 from .identity import ACCOUNT_NAME, Account
-from .local import DEFAULT_ENV_KEEP, base_environ, default_launcher, free_port, launcher_env, write_control
+from .local import (
+    DEFAULT_ENV_KEEP,
+    base_environ,
+    default_launcher,
+    free_port,
+    launcher_env,
+    tensorboard_secret,
+    write_control,
+)
 from .prepare import owner_dir, prepare_task_dir, task_env
 from .sbatch import BatchJob, mapped_name, prepare_env_argv, render_batch, time_option
 from .slurm_files import SMALL, owned_dir, prepare_owned, read_job_file, shared_dir
@@ -358,8 +369,9 @@ class SlurmExecutor(Executor):
         env = {**self.extra_env, **task_env(launch, tdir, udir, self.grace_period),
                "TACC_MASTER_PORT": str(free_port())}
         tb_port = tensorboard_port(launch.task_id) if launch.plan.tensorboard is not None else None
-        if tb_port is not None:
-            env["TACC_TENSORBOARD_PORT"] = str(tb_port)
+        tb_secret = tensorboard_secret() if tb_port is not None else None
+        if tb_port is not None and tb_secret is not None:
+            env.update(TACC_TENSORBOARD_PORT=str(tb_port), TACC_TENSORBOARD_SECRET=tb_secret)
         switch = {n.name: n.switch for n in self.nodes()}
         if len({switch.get(s.node, "0") for s in launch.placement.nodes}) > 1:
             env["TACC_CROSS_SWITCH"] = "1"  # the runtimes fall back to TCP (see compiler/network.py)
@@ -397,7 +409,7 @@ class SlurmExecutor(Executor):
         state: dict[str, Any] = {"job_id": job_id, "dir": str(tdir), "uid": uid,
                                  "nodes": len(launch.placement.nodes)}
         if tb_port is not None:
-            state["tensorboard_port"] = tb_port
+            state.update(tensorboard_port=tb_port, tensorboard_secret=tb_secret)
         if user is not None:
             state["user"] = user  # scancel runs as them
         return state

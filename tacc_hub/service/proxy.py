@@ -23,6 +23,11 @@ Invariants:
 - With the cookie, a change (POST, PUT, ...) and a WebSocket must come from a page of this origin
   (``Sec-Fetch-Site``/``Origin``); tokens need no such check.
 - One audit row (action ``proxy``) per (user, task, port) per service run.
+- The task's TensorBoard port (``tensorboard_port`` in its state) serves only under a secret path prefix
+  (``tensorboard_secret``; TensorBoard has no login, and anyone on the node can connect to it): in
+  stripped mode the proxy sends ``/<secret>/<path>`` and the caller never sees the secret (redirects and
+  cookie paths given back without it, other headers holding it dropped, a body holding it cut off;
+  ``proxy_headers.SecretGuard``). Absolute mode sends no secret: TensorBoard answers 404 there.
 """
 
 from __future__ import annotations
@@ -50,11 +55,14 @@ from tacc_hub.store import TaskRecord, TaskStatus
 from .auth import Denied, Identity
 from .base import MAX_ID, SMALL_BODY_BYTES, ApiError, ApiHandler, ServiceContext
 from .proxy_headers import (
+    SecretGuard,
     query_without_token,
     request_headers,
     reserved_cookie,
     response_headers,
     same_origin,
+    tensorboard_accept_encoding,
+    tensorboard_prefix,
 )
 
 log = logging.getLogger("tacc_hub.proxy")
@@ -146,6 +154,7 @@ class _Relay(httputil.HTTPMessageDelegate):
     def __init__(self, handler: ProxyHandler) -> None:
         self.handler = handler
         self.started = False
+        self.guard: SecretGuard | None = None
 
     def headers_received(self, start_line: httputil.RequestStartLine | httputil.ResponseStartLine,
                          headers: httputil.HTTPHeaders) -> Any:
@@ -155,8 +164,10 @@ class _Relay(httputil.HTTPMessageDelegate):
         h = self.handler
         h.set_status(start_line.code, start_line.reason or None)
         h._headers = httputil.HTTPHeaders()
+        if h.hidden:
+            self.guard = SecretGuard(h.hidden.lstrip("/"), headers.get("Content-Encoding", ""))
         for name, value in response_headers(headers, scope=h.scope, prefix=h.prefix, backend=h.backend,
-                                            service_cookie=h.service_cookie):
+                                            service_cookie=h.service_cookie, hidden=h.hidden):
             try:
                 h.add_header(name, value)
             except ValueError:
@@ -167,6 +178,13 @@ class _Relay(httputil.HTTPMessageDelegate):
         return h.flush()
 
     def data_received(self, chunk: bytes) -> Any:
+        if self.guard is not None and self.guard.leaks(chunk):
+            h = self.handler
+            log.warning("task %s: the response of its TensorBoard holds its secret path; cut off",
+                        h.target.rec.id if h.target else "?")
+            h._close_upstream()
+            h.request.connection.close()  # type: ignore[union-attr]
+            raise iostream.StreamClosedError()
         self.handler.write(chunk)
         return self.handler.flush()
 
@@ -205,6 +223,7 @@ class ProxyHandler(tornado.websocket.WebSocketHandler):
         self.scope = "/"
         self.prefix: str | None = None
         self.backend = ""
+        self.hidden: str | None = None  # the secret path prefix of the task's TensorBoard, sent but never shown
         self.service_cookie: str | None = None
         self._pump: asyncio.Task[None] | None = None
         self.refused: ApiError | None = None
@@ -333,6 +352,9 @@ class ProxyHandler(tornado.websocket.WebSocketHandler):
         self.scope = f"{base}tasks/{t.rec.id}/proxy/{mode}{t.port}/"
         self.prefix = None if mode else self.scope.rstrip("/")
         path = self.request.path if mode else (m.group("rest") or "/")
+        if not mode:
+            self.hidden = tensorboard_prefix(t.rec.executor_state, t.port)
+            path = (self.hidden or "") + path
         query = query_without_token(raw_query)
         self.upstream_target = path + ("?" + query if query else "")
         hub = self.settings.get("hub_auth")
@@ -341,6 +363,11 @@ class ProxyHandler(tornado.websocket.WebSocketHandler):
             self.request.headers, backend=self.backend, drop_cookie=self._drop_cookie,
             forwarded_for=self.request.remote_ip or "", forwarded_host=self.request.host,
             forwarded_proto=self.request.protocol, prefix=self.prefix, websocket=self.websocket)
+        if self.hidden:
+            encoding = tensorboard_accept_encoding(self.request.headers)
+            headers.pop("Accept-Encoding", None)
+            if encoding:
+                headers["Accept-Encoding"] = encoding
         self.upstream_headers = headers
         if not self.websocket:
             await self._open_upstream(headers)

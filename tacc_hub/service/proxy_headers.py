@@ -12,11 +12,18 @@ Invariants (each a rule against a hostile task or a careless caller):
   cannot be re-scoped) dropped. A task cannot widen a service worker's scope
   (``Service-Worker-Allowed``), clear the hub's site data (``Clear-Site-Data``) or pin the hub's
   transport (``Strict-Transport-Security``, ``Alt-Svc``): those headers are dropped.
+- A task's TensorBoard serves only under a secret path prefix (``hidden``, from the task's state; see
+  ``compiler/render.py``), which the proxy adds in front of every path it sends: the caller never sees it.
+  A redirect or cookie path under it is given back without it; any other header holding it is dropped,
+  and a body holding it is cut off (``SecretGuard``; the request asks for gzip or no encoding so that
+  the guard can read the body).
 """
 
 from __future__ import annotations
 
+import re
 import urllib.parse
+import zlib
 from collections.abc import Callable, Iterable
 
 from tornado.httputil import HTTPHeaders
@@ -29,6 +36,65 @@ WEBSOCKET_OWN = frozenset({"sec-websocket-key", "sec-websocket-version", "sec-we
 TASK_MAY_NOT_SET = frozenset({"service-worker-allowed", "clear-site-data", "strict-transport-security", "alt-svc",
                               "set-cookie2"})
 RESERVED_COOKIE_PREFIXES = ("jupyterhub",)
+SECRET = re.compile(r"[A-Za-z0-9_-]{16,128}")  # a TensorBoard secret as the executors make it (token_urlsafe)
+GUARD_PIECE = 64 * 1024  # the most decompressed bytes SecretGuard holds at once
+
+
+def tensorboard_prefix(state: dict[str, object] | None, port: int) -> str | None:
+    """``/<secret>`` when ``port`` is the task's TensorBoard and its state has a secret path for it (a task
+    started before secrets existed has none: its TensorBoard serves at the root), else None."""
+    state = state or {}
+    tb, secret = state.get("tensorboard_port"), state.get("tensorboard_secret")
+    if type(tb) is not int or tb != port or not isinstance(secret, str) or not SECRET.fullmatch(secret):
+        return None
+    return "/" + secret
+
+
+def unhide(path: str, hidden: str | None) -> str:
+    """``path`` as the caller must see it: the hidden prefix taken off (``/<secret>/x`` -> ``/x``)."""
+    if hidden and (path == hidden or path.startswith(hidden + "/")):
+        return path[len(hidden):] or "/"
+    return path
+
+
+def tensorboard_accept_encoding(client: HTTPHeaders) -> str | None:
+    """What a request to a hidden TensorBoard may accept: gzip if the caller takes it, else no encoding."""
+    accepted = ",".join(client.get_list("Accept-Encoding")).lower()
+    return "gzip" if "gzip" in accepted else None
+
+
+class SecretGuard:
+    """Tells whether a response body holds the hidden secret, chunk by chunk (a match may span chunks), reading
+    through gzip/zlib; a body in another encoding, or one that does not decode, counts as holding it."""
+
+    def __init__(self, secret: str, content_encoding: str) -> None:
+        self.secret = secret.encode("ascii")
+        self.tail = b""
+        enc = content_encoding.strip().lower()
+        self.inflate = zlib.decompressobj(wbits=47) if enc in ("gzip", "x-gzip", "deflate") else None
+        self.opaque = enc not in ("", "identity", "gzip", "x-gzip", "deflate")
+
+    def _seen(self, data: bytes) -> bool:
+        data = self.tail + data
+        if self.secret in data:
+            return True
+        self.tail = data[-(len(self.secret) - 1):]
+        return False
+
+    def leaks(self, chunk: bytes) -> bool:
+        if self.opaque:
+            return True
+        if self.inflate is None:
+            return self._seen(chunk)
+        try:
+            while chunk:  # at most GUARD_PIECE decompressed bytes at a time, whatever the ratio
+                piece = self.inflate.decompress(chunk, GUARD_PIECE)
+                if self._seen(piece):
+                    return True
+                chunk = self.inflate.unconsumed_tail
+        except zlib.error:
+            return True
+        return False
 
 
 def hop_by_hop(headers: HTTPHeaders) -> set[str]:
@@ -152,34 +218,52 @@ def scoped_path(path: str | None, scope: str) -> str:
     return scope + path.lstrip("/")
 
 
-def rewrite_location(value: str, prefix: str | None, backend: str) -> str:
+def rewrite_location(value: str, prefix: str | None, backend: str, hidden: str | None = None) -> str:
     """A redirect of the task's server, seen through the proxy: in stripped mode (``prefix`` set), a path
-    ``/x`` (or ``http://<backend>/x``) becomes ``<prefix>/x``; anything else is left as it is."""
+    ``/x`` (or ``http://<backend>/x``; ``/<hidden>/x`` for a hidden TensorBoard) becomes ``<prefix>/x``;
+    anything else is left as it is."""
     if prefix is None:
         return value
     parts = urllib.parse.urlsplit(value)
     if parts.scheme in ("http", "https") and parts.netloc.lower() == backend.lower():
-        value = urllib.parse.urlunsplit(("", "", parts.path or "/", parts.query, parts.fragment))
+        value = urllib.parse.urlunsplit(("", "", unhide(parts.path or "/", hidden), parts.query, parts.fragment))
     elif parts.scheme or parts.netloc:
         return value
+    elif hidden:
+        value = urllib.parse.urlunsplit(("", "", unhide(parts.path, hidden), parts.query, parts.fragment))
     if value.startswith("/") and not value.startswith("//"):
         return prefix.rstrip("/") + value
     return value
 
 
+def _unhide_cookie_path(value: str, hidden: str) -> str:
+    """A ``Set-Cookie`` whose ``Path`` lies under the hidden prefix, with the prefix taken off."""
+    pair, sep, rest = value.partition(";")
+    attrs = []
+    for attr in rest.split(";") if sep else []:
+        key, eq, val = attr.strip().partition("=")
+        attrs.append(f"{key}={unhide(val.strip(), hidden)}" if eq and key.strip().lower() == "path" else attr)
+    return ";".join([pair, *attrs])
+
+
 def response_headers(upstream: HTTPHeaders, *, scope: str, prefix: str | None, backend: str,
-                     service_cookie: str | None) -> Iterable[tuple[str, str]]:
-    """The task's response headers as the caller gets them (see the module's invariants)."""
+                     service_cookie: str | None, hidden: str | None = None) -> Iterable[tuple[str, str]]:
+    """The task's response headers as the caller gets them (see the module's invariants); ``hidden``: the secret
+    prefix of a task's TensorBoard, never shown."""
     drop = hop_by_hop(upstream) | TASK_MAY_NOT_SET
+    secret = hidden.lstrip("/") if hidden else None
     for name, value in upstream.get_all():
         low = name.lower()
         if low in drop:
             continue
         if low == "set-cookie":
-            cookie = rewrite_set_cookie(value, scope, service_cookie)
-            if cookie is not None:
+            cookie = rewrite_set_cookie(_unhide_cookie_path(value, hidden) if hidden else value, scope,
+                                        service_cookie)
+            if cookie is not None and not (secret and secret in cookie):
                 yield name, cookie
             continue
         if low in ("location", "content-location"):
-            value = rewrite_location(value, prefix, backend)
+            value = rewrite_location(value, prefix, backend, hidden)
+        if secret and secret in value:
+            continue  # a header that would show the secret (a Link, a Refresh, an absolute URL left as it was)
         yield name, value
