@@ -383,7 +383,7 @@ class ExecRelay(WebSocketMixin, JupyterHandler, WebSocketHandler):
             await self.write_message(json.dumps({"error": message, "status": status}))
         except WebSocketClosedError:
             return
-        self.close(1011, message[:120])
+        self.close(1011, message.encode()[:120].decode(errors="ignore"))  # a close reason: <= 123 bytes
 
     async def open(self, task_id: str) -> None:
         target, token = self._upstream_url(int(task_id))

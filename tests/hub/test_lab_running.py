@@ -304,6 +304,14 @@ def test_a_terminal_in_a_running_task(running_hub: HubProcess, browser):
                                arg=rows.element_handle(), timeout=30_000)
         assert page.get_attribute(f'.tacc-terminal[data-task-id="{tid}"]', "data-status") == "exited"
 
+        # once the task has ended, Reconnect says why there is no shell (the service's answer, through the relay)
+        assert api(hub, token, "POST", f"/api/tasks/{tid}/cancel").status_code == 200
+        wait_status(hub, token, tid, {"cancelled"})
+        page.click(".tacc-terminal-tab .jp-Toolbar-item:has-text('Reconnect') button")
+        page.wait_for_selector(f'.tacc-terminal[data-task-id="{tid}"][data-status="error"]', timeout=30_000)
+        page.wait_for_function("el => /\\[task \\d+ is cancelled[^\\]]*not running/.test(el.innerText)",
+                               arg=rows.element_handle(), timeout=30_000)
+
         # another site's page cannot open it with alice's cookies: her server refuses a foreign Origin
         cookies = "; ".join(f"{c['name']}={c['value']}" for c in page.context.cookies(f"{hub.url}/user/{USER}/"))
         relay = f"ws://127.0.0.1:{hub.port}/user/{USER}/tacc/api/tasks/{tid}/exec"
