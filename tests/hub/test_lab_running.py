@@ -298,6 +298,15 @@ def test_a_terminal_in_a_running_task(running_hub: HubProcess, browser):
         page.locator(".Toastify__toast").first.wait_for(state="detached", timeout=10_000)
         page.wait_for_timeout(500)  # xterm's fit after the resize
         page.screenshot(path=str(ARTIFACTS / "lab-running-terminal.png"))
+        # in the dark theme, the terminal takes Lab's colours
+        page.click("#jp-menu-panel .lm-MenuBar-itemLabel:text-is('Settings')")
+        page.hover(".lm-Menu .lm-Menu-itemLabel:text-is('Theme')")
+        page.click(".lm-Menu .lm-Menu-itemLabel:text-is('JupyterLab Dark')")
+        page.wait_for_selector("body[data-jp-theme-light=false]", state="attached", timeout=30_000)
+        page.wait_for_selector("#jupyterlab-splash", state="detached", timeout=30_000)  # Lab's theme-change splash
+        page.wait_for_function("el => getComputedStyle(el).backgroundColor !== 'rgb(255, 255, 255)'",
+                               arg=term.locator(".xterm-viewport").element_handle(), timeout=10_000)
+        page.screenshot(path=str(ARTIFACTS / "lab-running-terminal-dark.png"))
         term.locator(".xterm-helper-textarea").focus()
         page.keyboard.type("exit 3\n")
         page.wait_for_function("el => el.textContent.includes('[process exited with status 3]')",
