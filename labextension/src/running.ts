@@ -5,6 +5,7 @@
  * usage samples, its attempt ("attempt 2 of 3") and its TensorBoard port.
  */
 
+import { ApiError } from './api';
 import type { Attempt, PortInfo, Task, Usage, UsageSample } from './model';
 import { formatDuration } from './model';
 
@@ -176,4 +177,17 @@ export function attemptLines(attempts: readonly Attempt[]): string[] {
 /** The port labelled TensorBoard (listening or not: the service knows it is the task's). */
 export function tensorboardPort(ports: readonly PortInfo[] | null | undefined): PortInfo | null {
   return ports?.find(p => (p.label ?? '').toLowerCase() === 'tensorboard') ?? null;
+}
+
+/** The message of a refusal with each field it names (`seconds: over the site's max_time_limit ...`). */
+export function fieldDetail(err: unknown): string {
+  if (!(err instanceof ApiError)) {
+    return String(err instanceof Error ? err.message : err);
+  }
+  if (!err.errors.length) {
+    return err.message;
+  }
+  const fields = err.errors.map(e => `${e.field}: ${e.message}`);
+  const said = err.errors.some(e => e.message === err.message || err.message.includes(e.message));
+  return (said ? fields : [err.message, ...fields]).join('\n');
 }

@@ -11,13 +11,13 @@
 import { Dialog, ReactWidget, showDialog } from '@jupyterlab/apputils';
 import * as React from 'react';
 
-import { ApiError } from './api';
 import { Attempt, PortInfo, Task, Usage, formatDuration } from './model';
 import {
   EXTEND_PRESETS,
   WARN_BEFORE,
   attemptLines,
   attemptText,
+  fieldDetail,
   gpuLabel,
   meanUtil,
   parseDuration,
@@ -30,19 +30,6 @@ import { TasksModel } from './tasks';
 
 const SPARK_W = 44;
 const SPARK_H = 14;
-
-/** The message of a refusal with each field it names (`seconds: over the site maximum of 7d`). */
-export function fieldDetail(err: unknown): string {
-  if (!(err instanceof ApiError)) {
-    return String(err instanceof Error ? err.message : err);
-  }
-  if (!err.errors.length) {
-    return err.message;
-  }
-  const fields = err.errors.map(e => `${e.field}: ${e.message}`);
-  const said = err.errors.some(e => e.message === err.message || err.message.includes(e.message));
-  return (said ? fields : [err.message, ...fields]).join('\n');
-}
 
 export function TimeLeft({ task, t }: { task: Task; t: number }): JSX.Element | null {
   const left = timeLeft(task, t);

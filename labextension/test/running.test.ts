@@ -1,5 +1,7 @@
+import { ApiError } from '../src/api';
 import {
   attemptLines,
+  fieldDetail,
   attemptText,
   dueWarnings,
   gpuLabel,
@@ -119,5 +121,17 @@ describe('tensorboardPort', () => {
     expect(tensorboardPort(ports)?.port).toBe(6006);
     expect(tensorboardPort(ports.slice(0, 1))).toBeNull();
     expect(tensorboardPort(null)).toBeNull();
+  });
+});
+
+describe('fieldDetail', () => {
+  it('names the field of a refusal, once', () => {
+    const over = 'a time limit of 8d is over the site max_time_limit of 7d';
+    expect(fieldDetail(new ApiError(422, over, [{ field: 'seconds', message: over }]))).toBe(`seconds: ${over}`);
+    expect(fieldDetail(new ApiError(422, 'invalid request', [{ field: 'seconds', message: 'over the budget' }]))).toBe(
+      'invalid request\nseconds: over the budget'
+    );
+    expect(fieldDetail(new ApiError(409, 'task 3 is succeeded, not running'))).toBe('task 3 is succeeded, not running');
+    expect(fieldDetail(new Error('boom'))).toBe('boom');
   });
 });
