@@ -55,11 +55,13 @@ from tacc_hub.store import TaskRecord, TaskStatus
 from .auth import Denied, Identity
 from .base import MAX_ID, SMALL_BODY_BYTES, ApiError, ApiHandler, ServiceContext
 from .proxy_headers import (
+    HiddenRewrite,
     SecretGuard,
     query_without_token,
     request_headers,
     reserved_cookie,
     response_headers,
+    rewritable,
     same_origin,
     tensorboard_accept_encoding,
     tensorboard_prefix,
@@ -154,7 +156,9 @@ class _Relay(httputil.HTTPMessageDelegate):
     def __init__(self, handler: ProxyHandler) -> None:
         self.handler = handler
         self.started = False
-        self.guard: SecretGuard | None = None
+        self.guard: SecretGuard | None = None  # a hidden TensorBoard's streamed body: cut off if it shows the secret
+        self.rewrite: HiddenRewrite | None = None  # a hidden TensorBoard's JSON body: read whole, secret replaced
+        self.refusal: ApiError | None = None  # answered in place of a rewritten body that could not be
 
     def headers_received(self, start_line: httputil.RequestStartLine | httputil.ResponseStartLine,
                          headers: httputil.HTTPHeaders) -> Any:
@@ -164,10 +168,15 @@ class _Relay(httputil.HTTPMessageDelegate):
         h = self.handler
         h.set_status(start_line.code, start_line.reason or None)
         h._headers = httputil.HTTPHeaders()
-        if h.hidden:
-            self.guard = SecretGuard(h.hidden.lstrip("/"), headers.get("Content-Encoding", ""))
+        encoding = headers.get("Content-Encoding", "")
+        if h.hidden and h.prefix is not None and rewritable(headers, h.request.method or "GET", start_line.code):
+            self.rewrite = HiddenRewrite(h.hidden, h.prefix, encoding)
+        elif h.hidden:
+            self.guard = SecretGuard(h.hidden.lstrip("/"), encoding)
         for name, value in response_headers(headers, scope=h.scope, prefix=h.prefix, backend=h.backend,
                                             service_cookie=h.service_cookie, hidden=h.hidden):
+            if self.rewrite is not None and name.lower() in ("content-length", "content-encoding", "etag"):
+                continue  # the body changes: its length is counted again, it goes out decoded
             try:
                 h.add_header(name, value)
             except ValueError:
@@ -175,21 +184,38 @@ class _Relay(httputil.HTTPMessageDelegate):
         if h.target is not None and h.target.foreign_admin:
             h.add_header("Content-Security-Policy", SANDBOX)
         self.started = True
-        return h.flush()
+        return None if self.rewrite is not None else h.flush()
+
+    def _cut(self, why: str) -> None:
+        h = self.handler
+        log.warning("task %s: the response of its TensorBoard %s; cut off", h.target.rec.id if h.target else "?", why)
+        h._close_upstream()  # read_response ends (StreamClosedError), and _relay closes the caller's connection
 
     def data_received(self, chunk: bytes) -> Any:
+        if self.refusal is not None:
+            return None
+        if self.rewrite is not None:
+            if not self.rewrite.feed(chunk):
+                self.refusal = ApiError(502, "the task's TensorBoard answered with a body the proxy cannot pass "
+                                             "on (over its size limit, or not decodable)")
+                self.handler._close_upstream()  # nothing more is read
+            return None
         if self.guard is not None and self.guard.leaks(chunk):
-            h = self.handler
-            log.warning("task %s: the response of its TensorBoard holds its secret path; cut off",
-                        h.target.rec.id if h.target else "?")
-            h._close_upstream()
-            h.request.connection.close()  # type: ignore[union-attr]
-            raise iostream.StreamClosedError()
+            self._cut("holds its secret path")
+            return None
         self.handler.write(chunk)
         return self.handler.flush()
 
     def finish(self) -> None:
-        pass
+        if self.rewrite is None or self.refusal is not None:
+            return
+        body = self.rewrite.result()
+        if body is None:
+            log.warning("task %s: the response of its TensorBoard holds its secret path; refused",
+                        self.handler.target.rec.id if self.handler.target else "?")
+            self.refusal = ApiError(502, "the task's TensorBoard answered with what the proxy does not pass on")
+            return
+        self.handler.write(body)
 
     def on_connection_close(self) -> None:
         pass
@@ -444,15 +470,18 @@ class ProxyHandler(tornado.websocket.WebSocketHandler):
             conn.finish()
             await conn.read_response(relay)
         except (iostream.StreamClosedError, httputil.HTTPInputError, httputil.HTTPOutputError) as exc:
-            if not relay.started:
-                self._close_upstream()
+            self._close_upstream()
+            if relay.refusal is not None:
+                raise relay.refusal from None
+            if not relay.started or not self._headers_written:  # nothing sent yet (a JSON body being rewritten)
                 raise ApiError(502, f"the task's server on port {self.target.port if self.target else 0} gave no "
                                     f"valid answer: {exc}") from None
-            self._close_upstream()
             self.request.connection.close()  # type: ignore[union-attr]
             return
         finally:
             self._close_upstream()
+        if relay.refusal is not None:
+            raise relay.refusal
         if not relay.started:
             raise ApiError(502, "the task's server closed the connection without an answer")
         if not self._finished:

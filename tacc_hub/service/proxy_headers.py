@@ -14,9 +14,11 @@ Invariants (each a rule against a hostile task or a careless caller):
   transport (``Strict-Transport-Security``, ``Alt-Svc``): those headers are dropped.
 - A task's TensorBoard serves only under a secret path prefix (``hidden``, from the task's state; see
   ``compiler/render.py``), which the proxy adds in front of every path it sends: the caller never sees it.
-  A redirect or cookie path under it is given back without it; any other header holding it is dropped,
-  and a body holding it is cut off (``SecretGuard``; the request asks for gzip or no encoding so that
-  the guard can read the body).
+  A redirect or cookie path under it is given back without it; any other header holding it is dropped.
+  A JSON body (TensorBoard's ``data/environment`` and ``data/plugins_listing`` name their absolute
+  paths) is read whole, up to ``REWRITE_MAX`` bytes, and ``/<secret>`` in it becomes the caller's prefix
+  (``HiddenRewrite``); any other body that holds it is cut off (``SecretGuard``). The request asks for
+  gzip or no encoding, so that both can read the body.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import re
 import urllib.parse
 import zlib
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from tornado.httputil import HTTPHeaders
 
@@ -38,6 +41,8 @@ TASK_MAY_NOT_SET = frozenset({"service-worker-allowed", "clear-site-data", "stri
 RESERVED_COOKIE_PREFIXES = ("jupyterhub",)
 SECRET = re.compile(r"[A-Za-z0-9_-]{16,128}")  # a TensorBoard secret as the executors make it (token_urlsafe)
 GUARD_PIECE = 64 * 1024  # the most decompressed bytes SecretGuard holds at once
+REWRITE_MAX = 32 * 1024 * 1024  # the largest (decoded) JSON body of a hidden TensorBoard read whole and rewritten
+DECODABLE = ("", "identity", "gzip", "x-gzip", "deflate")
 
 
 def tensorboard_prefix(state: dict[str, object] | None, port: int) -> str | None:
@@ -63,6 +68,53 @@ def tensorboard_accept_encoding(client: HTTPHeaders) -> str | None:
     return "gzip" if "gzip" in accepted else None
 
 
+def _inflater(content_encoding: str) -> tuple[bool, Any]:
+    """(readable, decompressor or None) for a body in ``content_encoding``."""
+    enc = content_encoding.strip().lower()
+    return enc in DECODABLE, zlib.decompressobj(wbits=47) if enc in ("gzip", "x-gzip", "deflate") else None
+
+
+def rewritable(headers: HTTPHeaders, method: str, status: int) -> bool:
+    """Whether a hidden TensorBoard's response is JSON to read whole and rewrite (not a HEAD, with a body)."""
+    media = headers.get("Content-Type", "").partition(";")[0].strip().lower()
+    json_type = media == "application/json" or media.endswith("+json")
+    return json_type and method != "HEAD" and status not in (204, 304) and \
+        _inflater(headers.get("Content-Encoding", ""))[0]
+
+
+class HiddenRewrite:
+    """A JSON body read whole (decoded) with ``hidden`` (``/<secret>``) replaced by ``public`` (the caller's
+    prefix, no trailing slash). ``feed`` says False for a body over ``limit`` or one that does not decode;
+    ``result`` is None when the secret is still in it after the rewrite."""
+
+    def __init__(self, hidden: str, public: str, content_encoding: str, limit: int = REWRITE_MAX) -> None:
+        self.hidden, self.public, self.limit = hidden.encode("ascii"), public.encode(), limit
+        _, self.inflate = _inflater(content_encoding)
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def _add(self, piece: bytes) -> bool:
+        self.size += len(piece)
+        self.parts.append(piece)
+        return self.size <= self.limit
+
+    def feed(self, chunk: bytes) -> bool:
+        if self.inflate is None:
+            return self._add(chunk)
+        try:
+            while chunk:
+                if not self._add(self.inflate.decompress(chunk, GUARD_PIECE)):
+                    return False
+                chunk = self.inflate.unconsumed_tail
+        except zlib.error:
+            return False
+        return True
+
+    def result(self) -> bytes | None:
+        body = b"".join(self.parts).replace(self.hidden, self.public)
+        return None if self.hidden.lstrip(b"/") in body else body
+
+
 class SecretGuard:
     """Tells whether a response body holds the hidden secret, chunk by chunk (a match may span chunks), reading
     through gzip/zlib; a body in another encoding, or one that does not decode, counts as holding it."""
@@ -70,9 +122,8 @@ class SecretGuard:
     def __init__(self, secret: str, content_encoding: str) -> None:
         self.secret = secret.encode("ascii")
         self.tail = b""
-        enc = content_encoding.strip().lower()
-        self.inflate = zlib.decompressobj(wbits=47) if enc in ("gzip", "x-gzip", "deflate") else None
-        self.opaque = enc not in ("", "identity", "gzip", "x-gzip", "deflate")
+        readable, self.inflate = _inflater(content_encoding)
+        self.opaque = not readable
 
     def _seen(self, data: bytes) -> bool:
         data = self.tail + data

@@ -13,6 +13,7 @@ added to paths and never shown back, in headers or bodies.
 from __future__ import annotations
 
 import gzip
+import json
 import os
 import subprocess
 import sys
@@ -33,8 +34,10 @@ from tacc_hub.executors.slurm import TENSORBOARD_PORTS, tensorboard_port
 from tacc_hub.scheduler.cluster import NodeSlots, Placement
 from tacc_hub.schema import SpecError, TaskSpec
 from tacc_hub.service.proxy_headers import (
+    HiddenRewrite,
     SecretGuard,
     response_headers,
+    rewritable,
     rewrite_location,
     tensorboard_accept_encoding,
     tensorboard_prefix,
@@ -208,8 +211,6 @@ def _run_main(tmp_path: Path, secret: str | None) -> tuple[subprocess.CompletedP
 
 
 def test_tensorboard_main_takes_the_secret_from_the_environment_into_its_argv_only(tmp_path):
-    import json
-
     proc, out = _run_main(tmp_path, SECRET)
     assert proc.returncode == 0, proc.stderr
     seen = json.loads(out.read_text())
@@ -307,3 +308,32 @@ def test_the_secret_guard_refuses_what_it_cannot_read():
     assert SecretGuard(SECRET, "gzip").leaks(b"not gzip at all")
     bomb = gzip.compress(b"\0" * (64 * 1024 * 1024))  # decompressed a piece at a time, never held whole
     assert not SecretGuard(SECRET, "gzip").leaks(bomb)
+
+
+@pytest.mark.parametrize("encoding", ["", "gzip"])
+def test_a_json_answer_naming_the_secret_path_is_given_back_under_the_callers_prefix(encoding):
+    hidden, public = f"/{SECRET}", "/services/tacc/tasks/3/proxy/6006"
+    body = json.dumps({"path_prefix": hidden, "projector": {"module_path": f"{hidden}/data/plugin/projector/x"}})
+    data = gzip.compress(body.encode()) if encoding else body.encode()
+    rw = HiddenRewrite(hidden, public, encoding)
+    assert all(rw.feed(data[i:i + 5]) for i in range(0, len(data), 5))
+    out = json.loads(rw.result() or b"null")
+    assert out == {"path_prefix": public, "projector": {"module_path": f"{public}/data/plugin/projector/x"}}
+    bare = HiddenRewrite(hidden, public, encoding)  # the secret without its slash: not passed on at all
+    bare.feed(gzip.compress(SECRET.encode()) if encoding else SECRET.encode())
+    assert bare.result() is None
+    big = HiddenRewrite(hidden, public, encoding, limit=1000)
+    assert not big.feed(gzip.compress(b"[" + b"0," * 5000 + b"0]") if encoding else b"0" * 1001)
+    assert not HiddenRewrite(hidden, public, "gzip").feed(b"not gzip")
+
+
+def test_which_answers_are_rewritten_whole():
+    def h(**kv: str) -> HTTPHeaders:
+        return HTTPHeaders({k.replace("_", "-"): v for k, v in kv.items()})
+
+    assert rewritable(h(Content_Type="application/json"), "GET", 200)
+    assert rewritable(h(Content_Type="application/problem+json; charset=utf-8", Content_Encoding="gzip"), "POST", 400)
+    assert not rewritable(h(Content_Type="application/json", Content_Encoding="br"), "GET", 200)  # guarded: cut
+    assert not rewritable(h(Content_Type="application/json"), "HEAD", 200)
+    assert not rewritable(h(Content_Type="application/json"), "GET", 304)
+    assert not rewritable(h(Content_Type="text/html"), "GET", 200)  # streamed, guarded
