@@ -3,7 +3,9 @@
 alice submits the DDP example (held up after training, see tests/e2e/test_tensorboard.py) with a hub
 token; Chromium, logged in through the hub's form as alice, opens
 ``<hub>/services/tacc/tasks/ID/proxy/PORT/`` and TensorBoard's dashboard shows the example's scalars
-(screenshot: test-artifacts/tensorboard.png). bob, logged in as himself, gets 404 on the same URL.
+(screenshot: test-artifacts/tensorboard.png), though TensorBoard serves only under its secret path prefix
+(the proxy adds it): the secret is in no URL the browser asks for, no header and no body it gets, nor in the
+page. bob, logged in as himself, gets 404 on the same URL.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 from pathlib import Path
 
 from tests.e2e.test_tensorboard import EPOCHS, STEPS, example_task_dir, wait_for
+from tests.e2e.test_tensorboard import _secret as task_secret
 
 from .conftest import ARTIFACTS, HubProcess, browser_login
 from .test_hub_auth import TASKS, api, wait_status
@@ -51,9 +54,21 @@ def test_tensorboard_dashboard_in_the_browser_and_not_for_bob(hub: HubProcess, b
         wait_for("TensorBoard has the scalars", lambda: {"train/loss", "train/lr"} <= set(
             api(hub, token, "GET", f"/tasks/{tid}/proxy/{port}/data/plugin/scalars/tags").json().get(".", {})))
 
+        secret = task_secret(hub, tid)  # (hub.state_dir holds the service's database too)
         page = browser_login(browser, hub, "alice", path)
+        seen: list[str] = []  # every URL the page asked for, and what came back, as the browser has them
+
+        def record(resp) -> None:
+            seen.append(f"{resp.url} {resp.status} {resp.headers}")
+            try:
+                seen.append(resp.body().decode("latin-1"))
+            except Exception:  # a redirect or a body already gone: its URL and headers are kept
+                pass
+
         try:
             page.wait_for_url(f"{hub.url}{path}", timeout=60_000)
+            page.on("response", record)
+            page.reload()  # the dashboard again, every request and response recorded
             page.wait_for_selector("text=TensorBoard", timeout=60_000)
             for tag in ("train/loss", "train/lr"):  # the example's scalar tags, each on a card of its own
                 page.get_by_text(tag, exact=True).first.wait_for(state="visible", timeout=60_000)
@@ -63,6 +78,9 @@ def test_tensorboard_dashboard_in_the_browser_and_not_for_bob(hub: HubProcess, b
             _wait_drawn(page)
             page.screenshot(path=str(ARTIFACTS / "tensorboard.png"), full_page=True)
             assert page.js_errors == []
+            assert any("/data/plugin/scalars/" in u for u in seen), seen[:20]  # the recording saw the data come,
+            assert any('"train/loss"' in b for b in seen)  # bodies included
+            assert secret not in "\n".join(seen) and secret not in page.content()
         finally:
             page.context.close()
 
