@@ -210,15 +210,18 @@ def test_ports_time_left_extend_and_gpu_use_of_a_running_task(running_hub: HubPr
         page.wait_for_function("el => el.querySelector('polyline').getAttribute('points').split(' ').length >= 6",
                                arg=spark.element_handle(), timeout=30_000)
 
-        for close in page.locator(".Toastify__toast button[title='Hide notification']").all():  # for the shots
-            close.click()
-        page.locator(".Toastify__toast").first.wait_for(state="detached", timeout=10_000)
-
-        # Extend: a refusal (over the site's maximum of 7 days) shown with its field, then +30m taken
+        # the row's Extend opens the dialog (Cancel changes nothing); so does the notification's
         page.click(f'.tacc-task[data-task-id="{tid}"] .tacc-task-head')
         page.click(f'button[aria-label="Extend the time limit of task {tid}"]')
         dialog = page.locator(".jp-Dialog .tacc-extend")
         dialog.wait_for()
+        page.click(".jp-Dialog .jp-mod-reject:has-text('Cancel')")
+        dialog.wait_for(state="detached")
+        toast.locator("button:has-text('Extend')").click()
+        dialog.wait_for()
+        toast.wait_for(state="detached", timeout=10_000)  # the notification's action closes it
+
+        # Extend: a refusal (over the site's maximum of 7 days) shown with its field, then +30m taken
         page.fill(".tacc-extend-input", "8d")
         page.click(".jp-Dialog .jp-mod-accept")
         error = page.locator(".jp-Dialog .tacc-extend-error")
