@@ -305,7 +305,10 @@ function TaskRow(props: {
           <AttemptBadge task={task} attempts={runInfo?.attempts} />
         </div>
       )}
-      {running && <PortsLine ports={runInfo?.ports} />}
+      {running && (
+        // the user's Jupyter server: its own port is the page this panel runs in; only ports it declares are shown
+        <PortsLine ports={server ? runInfo?.ports?.filter(p => p.declared) : runInfo?.ports} />
+      )}
       {queue && (
         <div
           className={`tacc-queue${queue.overQuota ? ' tacc-overquota' : ''}`}
