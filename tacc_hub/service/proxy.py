@@ -27,7 +27,8 @@ Invariants:
   (``tensorboard_secret``; TensorBoard has no login, and anyone on the node can connect to it): in
   stripped mode the proxy sends ``/<secret>/<path>`` and the caller never sees the secret (redirects and
   cookie paths given back without it, other headers holding it dropped, a body holding it cut off;
-  ``proxy_headers.SecretGuard``). Absolute mode sends no secret: TensorBoard answers 404 there.
+  ``proxy_headers.SecretGuard``). Absolute mode sends no secret: TensorBoard answers 404 there; the TCP
+  tunnel refuses that port (409: raw bytes cannot carry the secret; ``tcloud open`` uses the proxy).
 """
 
 from __future__ import annotations
@@ -638,7 +639,8 @@ class TunnelHandler(tornado.websocket.WebSocketHandler):
     openapi: ClassVar[dict[str, dict[str, Any]]] = {
         "get": {"summary": "WebSocket: a TCP connection to a running task's port; binary frames carry its bytes "
                            "both ways. Same rules as the proxy (owner and admins, the task must serve the port).",
-                "errors": {"409": "the task is not running"}},
+                "errors": {"409": "the task is not running, or the port is its TensorBoard (reached through "
+                                  "tasks/ID/proxy/PORT/ only)"}},
     }
 
     def initialize(self, ctx: ServiceContext) -> None:
@@ -677,6 +679,10 @@ class TunnelHandler(tornado.websocket.WebSocketHandler):
     async def get(self, *args: Any, **kwargs: Any) -> None:
         assert self.identity is not None
         target = await admit(self.ctx, self.identity, str(kwargs.get("id", "")), str(kwargs.get("port", "")))
+        if tensorboard_prefix(target.rec.executor_state, target.port):
+            raise ApiError(409, f"port {target.port} is task {target.rec.id}'s TensorBoard, which answers only "
+                                f"through the proxy (tcloud open {target.rec.id}): raw bytes cannot carry its "
+                                "secret path", [{"field": "port", "message": "the task's TensorBoard"}])
         try:
             self.tcp = await asyncio.wait_for(TCPClient().connect(target.host, target.port, af=socket.AF_INET),
                                                  CONNECT_TIMEOUT)

@@ -184,6 +184,10 @@ def test_tensorboard_beside_the_example_through_the_proxy(service: ServiceProces
                        if p.get("loading_mechanism", {}).get("type") == "IFRAME"]
             assert iframes and all(m.startswith(f"{base}/data/plugin/") for m in iframes), iframes
 
+        # the raw TCP tunnel (tcloud port-forward) cannot carry the secret: refused, naming the proxy
+        status, body = alice.call("GET", f"/api/tasks/{task_id}/ports/{port}/tunnel")
+        assert status == 409 and f"tcloud open {task_id}" in body["message"], body
+
         # bob: as if there were no such task; nobody without a token
         status, body = bob.call("GET", f"{base}/data/runs")
         assert status == 404, body
