@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 # One word of a site command (passed through shlex.quote into launch.sh; a NUL cannot be passed at all).
 CommandWord = Annotated[str, Field(min_length=1, max_length=4096, pattern=r"^[^\x00\n]*$")]
@@ -63,3 +63,17 @@ class SiteProfile(BaseModel):
         "`-m tensorboard.main` (or `-m tensorboard`) is accepted and dropped. A plain `tensorboard` console script "
         "does not work here. Empty: the site runs no TensorBoard and such specs are refused.",
     )
+
+    @field_validator("tensorboard_command")
+    @classmethod
+    def _tensorboard_is_a_python(cls, words: list[str]) -> list[str]:
+        """A ``tensorboard`` console script cannot be given its secret path prefix off the command line."""
+        from .render import tensorboard_python
+
+        python = tensorboard_python(list(words))
+        if python and python[-1].rsplit("/", 1)[-1] == "tensorboard":
+            raise ValueError("tensorboard_command must be a Python interpreter that has the tensorboard package "
+                             "(e.g. ['python'] or ['python', '-m', 'tensorboard.main']), not the tensorboard "
+                             "script: TensorBoard is started by a fixed Python program that keeps its secret "
+                             "path prefix off the command line")
+        return words

@@ -153,7 +153,7 @@ def test_a_site_without_tensorboard_refuses_the_spec_naming_the_field(spec, site
 
 
 def test_no_tensorboard_no_plan_field_no_lines(spec, site_with):
-    plan = compile_task(spec(), site_with(tensorboard_command=["tensorboard"]))
+    plan = compile_task(spec(), site_with(tensorboard_command=["python"]))
     assert plan.tensorboard is None and "tensorboard" not in plan.model_dump_json()
     assert "TensorBoard" not in plan.script
 
@@ -230,6 +230,9 @@ def test_tensorboard_main_without_a_valid_secret_does_not_start(tmp_path, secret
 
 
 def test_the_site_command_is_a_python_its_module_dropped(spec, site_with):
+    for script in (["tensorboard"], ["/opt/tb/bin/tensorboard"], ["env", "tensorboard"]):  # can take no secret
+        with pytest.raises(ValueError, match="must be a Python interpreter"):
+            site_with(tensorboard_command=script)
     assert tensorboard_python(["python", "-m", "tensorboard.main"]) == ["python"]
     assert tensorboard_python(["/opt/tb/bin/python3", "-X", "utf8", "-m", "tensorboard"]) == \
         ["/opt/tb/bin/python3", "-X", "utf8"]
