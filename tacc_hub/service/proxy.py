@@ -467,6 +467,9 @@ class ProxyHandler(tornado.websocket.WebSocketHandler):
         if conn is None:
             raise ApiError(502, "the task's server closed the connection")
         relay = _Relay(self)
+        stream = getattr(self.request.connection, "stream", None)
+        if stream is not None:
+            stream.set_nodelay(True)  # each chunk goes out as it comes (Nagle would hold a small one 40 ms)
         try:
             conn.finish()
             await conn.read_response(relay)
