@@ -257,10 +257,12 @@ class TaccHub(Application):
                              help="Command that prints one line 'index, utilization %, memory MiB' per GPU of the "
                              "node it runs on (nvidia-smi's CSV). Where it is missing, no samples are taken.")
     tensorboard_command = List(Unicode(), ["python", "-m", "tensorboard.main"], config=True,
-                               help="TensorBoard as a task with `tensorboard: {logdir: ...}` starts it beside "
-                               "itself (run as the task's user, in its environment; its first word found on its "
-                               "PATH): the default runs the tensorboard package of the task's Python, also where "
-                               "an env inherits it without its script. Empty: such tasks are refused.")
+                               help="The Python interpreter (with the tensorboard package) that runs TensorBoard "
+                               "beside a task with `tensorboard: {logdir: ...}`, as the task's user, in its "
+                               "environment (its first word found on the task's PATH); a trailing '-m "
+                               "tensorboard.main' is accepted. It serves under a secret path prefix that only the "
+                               "service's proxy knows (never on a command line), so a console script "
+                               "('tensorboard') is refused. Empty: such tasks are refused.")
     max_exec_sessions = Integer(4, config=True, help="Exec and shell sessions one user may have open at once.")
     exec_idle_timeout = Float(3600.0, config=True, help="Seconds a shell may sit with no input or output before "
                               "the service closes it.")
