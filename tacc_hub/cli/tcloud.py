@@ -503,10 +503,11 @@ def _show_attempts(con: Any, client: TaccClient, t: dict[str, Any]) -> None:
     if not runs:
         return
     con.print(f"[bold]runs[/] ({len(runs)})")
-    rows = [["ATTEMPT", "STARTED", "DURATION", "OUTCOME", "EXIT", "REASON"]]
+    rows = [["RUN", "STARTED", "DURATION", "OUTCOME", "EXIT", "REASON"]]
     for a in runs:
         started = a.get("started_at")
-        rows.append([str(a.get("attempt", "?")),
+        n = a.get("attempt")  # 0 for the first run (TACC_ATTEMPT); shown from 1, as the log's marks and the panel
+        rows.append([str(n + 1) if isinstance(n, int) else "?",
                      time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started)) if started else "-",
                      _dur(started, a.get("finished_at")), str(a.get("outcome", "?")),
                      "-" if a.get("exit_code") is None else str(a["exit_code"]), str(a.get("reason") or "")])
