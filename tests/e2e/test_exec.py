@@ -157,7 +157,7 @@ def test_another_users_token_gets_404_and_nothing_runs(service, alice_task):
 def _exec_admin(service: ServiceProcess, tid: int):
     import subprocess
 
-    env = {**os.environ, "TACC_URL": service.url, "TACC_TOKEN": service.token("admin", admin=True),
+    env = {**os.environ, "TACC_URL": service.url, "TACC_TOKEN": service.token("root", admin=True),
            "TACC_CONFIG": "/nonexistent"}
     return subprocess.run([str(BIN / "tcloud"), "exec", "-n", str(tid), "--", "whoami"], capture_output=True,
                           env=env, cwd=ROOT, timeout=60)

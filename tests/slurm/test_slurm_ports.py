@@ -73,6 +73,8 @@ def test_a_task_port_is_reached_on_its_node_and_no_one_elses(slurm_service: Serv
         assert r.status == 404 and json.loads(r.data)["message"] == f"no task {task}", r.data
         # bob reaches his own
         assert get(bob, f"/tasks/{bob_task}/proxy/{theirs}/").status == 200
-    finally:
+    finally:  # cancelled and gone before the service stops (a stopping service leaves its tasks running)
         for api, tid in ((alice, task), (bob, bob_task)):
             api.call("POST", f"/api/tasks/{tid}/cancel")
+        for api, tid in ((alice, task), (bob, bob_task)):
+            api.wait_status(tid, {"cancelled", "failed", "succeeded"}, timeout=120)
