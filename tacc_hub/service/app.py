@@ -518,6 +518,25 @@ class TaccHub(Application):
         await sampler.stop()
         await ctx.controller.stop()
         ctx.store.close()
+        await self._abandon_leftovers()
+
+    async def _abandon_leftovers(self, wait: float = 5.0) -> None:
+        """Cancel what still runs on the loop (request handlers, executor commands) and wait ``wait`` seconds;
+        one that ignores its cancellation is named in the log and left: the process exits anyway, since
+        asyncio.run would wait for it forever (seen with Slurm commands in flight), and tasks do not depend on
+        the service's process."""
+        me = asyncio.current_task()
+        pending = [t for t in asyncio.all_tasks() if t is not me and not t.done()]
+        for t in pending:
+            t.cancel()
+        if not pending:
+            return
+        _, stuck = await asyncio.wait(pending, timeout=wait)
+        if stuck:  # asyncio.run's own clean-up would wait for them forever: exit now, everything else is closed
+            self.log.warning("stopping: %d piece(s) of work did not end when cancelled, left behind: %s", len(stuck),
+                             "; ".join(repr(t.get_coro())[:200] for t in stuck))
+            logging.shutdown()
+            os._exit(0)
 
     def start(self) -> None:
         asyncio.run(self.serve())
