@@ -4,7 +4,7 @@ Root reads ``launch.json`` and ``supervisor.json`` with the caller's rights and 
 task's supervisor is alive (its pid still has the recorded kernel start time, and no ``exitcode``
 was written). A forked child then starts a session of its own (with ``--tty``: fd 0, a terminal the
 service opened, becomes its controlling terminal), drops to the task's account for good, enters
-the task's working directory (``task_dir/work/<workdir>``, after the drop: a link there leads only
+the task's working directory (``<task_dir>`` then ``work`` then ``<workdir>``, after the drop: a link there leads only
 where the user may go) and execs ARGV with the task's launch environment (``spec["env"]``, then the
 unconditional exports of its ``launch.sh``: its own variables, its venv's PATH; ``TERM`` for a
 terminal); ARGV[0] is looked up in that environment's PATH. No ARGV with ``--tty``: the account's

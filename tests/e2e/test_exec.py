@@ -246,7 +246,7 @@ def test_shell_on_a_real_terminal(service, alice_task):
     env = {**os.environ, "TACC_URL": service.url, "TACC_TOKEN": service.token("alice"), "TACC_CONFIG": "/nonexistent",
            "TERM": "xterm"}
     term = Terminal([str(BIN / "tcloud"), "shell", str(tid)], env)
-    term.read_until(b"/work/sub$ ")  # the prompt of the account's login shell, in the task's working directory
+    term.read_until(b"work/sub$ ")  # the prompt of the account's login shell, in the task's working directory
     term.send("echo who=$(whoami)\n")
     term.read_until(b"who=alice")
     term.send("stty size\n")

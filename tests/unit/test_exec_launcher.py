@@ -151,7 +151,7 @@ def test_nothing_outlives_the_supervisor(task: Task) -> None:
 
 def test_leftovers_end_with_the_command(task: Task) -> None:
     task.start_supervisor()
-    res = task.exec("--", "sh", "-c", f"setsid sleep 400 & echo $! > {task.task_dir}/work/left")
+    res = task.exec("--", "sh", "-c", f"setsid sleep 400 & echo $! > {os.path.join(task.task_dir, 'work', 'left')}")
     assert res.returncode == 0, res.stderr
     pid = int((task.task_dir / "work" / "left").read_text())
     assert start_time(pid) is None

@@ -96,7 +96,7 @@ def test_tensorboard_gets_each_hostile_word_as_one_argument(tmp_path, spec, site
     proc, taskdir = _run(tmp_path, plan)
     assert proc.returncode == 0, proc.stderr
     args = _wait_file(taskdir / "tb.args").split("\0")[:-1]
-    assert args == ["--flag", EVIL, "-c", TENSORBOARD_MAIN, "--logdir", f"{tmp_path}/work/exp/{EVIL}/tb {EVIL}",
+    assert args == ["--flag", EVIL, "-c", TENSORBOARD_MAIN, "--logdir", f"{tmp_path / 'work' / 'exp'}/{EVIL}/tb {EVIL}",
                     "--host", "127.0.0.1", "--port", "16006"]
     assert "main ran" in proc.stdout
     # its secret: in its environment, in no argv nor in the script; the program does not inherit it
