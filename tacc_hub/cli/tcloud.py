@@ -762,10 +762,11 @@ def quota(obj: Ctx, as_json: bool) -> None:
 
 
 def _register() -> None:
-    from . import tcloud_exec, tcloud_ports
+    from . import tcloud_arrays, tcloud_exec, tcloud_ports
 
     tcloud_ports.register(cli)  # open, port-forward
     tcloud_exec.register(cli)  # exec, shell
+    tcloud_arrays.register(cli)  # arrays and pipelines
 
 
 _register()

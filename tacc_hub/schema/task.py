@@ -34,6 +34,7 @@ from .fields import (
     _rel_path,
 )
 from .gitpatch import check_patch
+from .groups import ArrayElement, ArraySpec, Dependency, TaskInput
 
 SCHEMA_VERSION = 1
 
@@ -403,6 +404,35 @@ class TaskSpec(Model):
         description="Start TensorBoard beside the task, as its owner, reading this log directory; it is linked "
                     "from the task and reachable through the service's proxy.",
     )
+
+    # Many tasks at once (issue 20; groups.py); each left out of the dump while unset.
+    array: ArraySpec | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="Run this spec as an array of tasks: a range (0-15, 0-15:2, 1,3,8-10; '0-15%4' runs at most 4 "
+                    "at once), a list of values, or a grid of parameters (the product); each element is a task of "
+                    "its own, sees TACC_ARRAY_ID, TACC_ARRAY_INDEX, TACC_PARAM_<NAME> and params.json, and may use "
+                    "{index} and {name} placeholders in entrypoint.argv.",
+    )
+    array_element: ArrayElement | None = Field(
+        None, exclude_if=lambda v: v is None,
+        description="Set by the service on each element of an array (index, size, parameters); not written by hand.",
+    )
+    depends_on: list[Dependency] = Field(
+        default_factory=list, max_length=64, exclude_if=lambda v: not v,
+        description="Start only after these of your tasks or arrays ended so (tuxiv dependency=afterok:ID); one "
+                    "that can no longer be met cancels this task, naming it.",
+    )
+    inputs: list[TaskInput] = Field(
+        default_factory=list, max_length=64, exclude_if=lambda v: not v,
+        description="Files of an earlier task (a pipeline step's `from`, or a task id) copied into the work "
+                    "directory before the task starts.",
+    )
+
+    @model_validator(mode="after")
+    def _array_or_element(self) -> TaskSpec:
+        if self.array is not None and self.array_element is not None:
+            raise ValueError("array_element is set by the service on an array's elements; a spec gives array only")
+        return self
 
     @field_validator("ports")
     @classmethod

@@ -37,6 +37,7 @@ from tacc_hub.scheduler.policies import POLICIES, make
 from tacc_hub.snapshot import DEFAULT_LIMITS, CodeStore
 from tacc_hub.store import Store
 
+from .arrays import ROUTES as ARRAY_ROUTES
 from .auth import Authenticator, TokenAuth
 from .base import ServiceContext
 from .cluster import ClusterHandler
@@ -83,6 +84,7 @@ ROUTES: list[tuple[str, Any]] = [
     *USAGE_ROUTES,  # its GPU samples (taskusage.py)
     *EXEC_ROUTES,  # exec and shell (execws.py)
     *PROXY_ROUTES,  # its web ports (proxy.py)
+    *ARRAY_ROUTES,  # arrays and pipelines (arrays.py)
 ]
 
 

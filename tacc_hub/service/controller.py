@@ -63,6 +63,7 @@ from tacc_hub.store import InsertBatcher, NewTask, Store, TaskRecord, TaskStatus
 
 from . import nodes
 from .gcpause import GcPacer
+from .groups import GroupsMixin
 from .recovery import ATTEMPT_KEY, EXTENDED_KEY, WARNED_KEY, RecoveryMixin, launched, restart_policy
 from .running_settings import RunningSettings
 
@@ -165,7 +166,7 @@ def _own_connections(store: Store) -> bool:
     return engine is not None and not isinstance(engine.pool, StaticPool)
 
 
-class Controller(RecoveryMixin):
+class Controller(RecoveryMixin, GroupsMixin):
     running: RunningSettings = RunningSettings()  # site settings of ports, exec, time; the app sets them
     def __init__(
         self,

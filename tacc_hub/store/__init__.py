@@ -4,6 +4,7 @@ Only the service imports this package; see :mod:`tacc_hub.store.store` for the i
 """
 
 from .batcher import InsertBatcher
+from .groups import ArrayRecord, DependencyRecord, PipelineRecord
 from .models import api_tokens, code_snapshots, memberships, metadata, quotas, tasks
 from .quotas import DEFAULT_GROUP, DEFAULT_NAME, QuotaError, QuotaRow
 from .records import NewTask, TaskRecord
@@ -18,12 +19,15 @@ __all__ = [
     "DEFAULT_NAME",
     "TERMINAL",
     "TRANSITIONS",
+    "ArrayRecord",
     "Attempt",
     "AuditEvent",
+    "DependencyRecord",
     "GpuSample",
     "IllegalTransition",
     "InsertBatcher",
     "NewTask",
+    "PipelineRecord",
     "QuotaError",
     "QuotaRow",
     "Store",

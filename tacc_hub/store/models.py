@@ -63,9 +63,16 @@ tasks = sa.Table(
     sa.Column("executor_state", sa.Text, nullable=True),  # JSON: {"pid": 123, "start_time": 456}
     sa.Column("cancel_requested", sa.Boolean, nullable=False, server_default=sa.false()),
     sa.Column("gpus", sa.Integer, nullable=False, server_default=sa.text("0")),  # nodes x gpus_per_node
+    # Many tasks at once (issue 20, migration 0005): the array it is an element of (task_arrays.id, which is
+    # its first element's task id), its index there, and the pipeline it is a step of (pipelines.id).
+    sa.Column("array_id", sa.Integer, nullable=True),
+    sa.Column("array_index", sa.Integer, nullable=True),
+    sa.Column("pipeline_id", sa.Integer, nullable=True),
     sa.CheckConstraint(sa.column("status").in_(STATUS_VALUES), name="status"),
     sa.Index(None, "owner", "id"),
     sa.Index(None, "status", "id"),
+    sa.Index(None, "array_id", "array_index"),
+    sa.Index(None, "pipeline_id"),
     sqlite_autoincrement=True,  # ids are never reused, even after the newest row is deleted
 )
 
@@ -187,3 +194,47 @@ gpu_samples = sa.Table(
     sa.Column("gpus", sa.Integer, nullable=False),  # how many of its GPUs answered
 )
 """GPU utilization of running tasks, sampled (``TaccHub.gpu_sample_interval``)."""
+
+
+# --- many tasks at once (issue 20) ------------------------------------------------------------
+
+GROUP_KIND_LEN = 8
+WHEN_LEN = 16
+
+task_arrays = sa.Table(
+    "task_arrays",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),  # its first element's task id (as Slurm)
+    sa.Column("owner", sa.String(NAME_LEN), nullable=False),
+    sa.Column("name", sa.String(NAME_LEN), nullable=False),
+    sa.Column("size", sa.Integer, nullable=False),
+    sa.Column("max_running", sa.Integer, nullable=True),  # NULL: no cap of its own
+    sa.Column("pipeline_id", sa.Integer, nullable=True),  # the pipeline it is a step of
+    sa.Column("step", sa.String(NAME_LEN), nullable=True),  # that step's name
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Index(None, "owner", "id"),
+)
+"""Arrays: the elements are ``tasks`` rows with ``array_id`` = this id, inserted in the same transaction."""
+
+pipelines = sa.Table(
+    "pipelines",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),  # its first step's first task id
+    sa.Column("owner", sa.String(NAME_LEN), nullable=False),
+    sa.Column("name", sa.String(NAME_LEN), nullable=False),
+    sa.Column("steps", sa.Text, nullable=False),  # JSON: [{"name", "needs": [...], "task_id" | "array_id"}]
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Index(None, "owner", "id"),
+)
+"""Pipelines: named steps (tasks or arrays) that wait for each other, submitted as one request."""
+
+task_dependencies = sa.Table(
+    "task_dependencies",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("task_id", sa.Integer, nullable=False, index=True),  # the waiting task
+    sa.Column("kind", sa.String(GROUP_KIND_LEN), nullable=False),  # "task" | "array"
+    sa.Column("on_id", sa.Integer, nullable=False, index=True),  # the task or array waited on
+    sa.Column("when", sa.String(WHEN_LEN), nullable=False),  # succeeded, finished, failed, all_succeeded, ...
+)
+"""What each task waits for (its spec's ``depends_on``, ids resolved); rows are only added."""

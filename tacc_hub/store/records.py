@@ -79,6 +79,9 @@ class TaskRecord:
     placement: dict[str, Any] | None
     executor_state: dict[str, Any] | None
     cancel_requested: bool
+    array_id: int | None = None  # the array it is an element of (issue 20)
+    array_index: int | None = None
+    pipeline_id: int | None = None  # the pipeline it is a step of
 
     def is_terminal(self) -> bool:
         return self.status.is_terminal()
@@ -101,6 +104,9 @@ class TaskRecord:
             "placement": self.placement,
             "executor_state": self.executor_state,
             "cancel_requested": self.cancel_requested,
+            "array_id": self.array_id,
+            "array_index": self.array_index,
+            "pipeline_id": self.pipeline_id,
         }
         if include_plan:
             out["plan"] = self.plan

@@ -47,6 +47,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import RowMapping
 from sqlalchemy.pool import StaticPool
 
+from .groups import GroupStore
 from .models import tasks
 from .quotas import QuotaStore
 from .records import NewTask, TaskRecord
@@ -102,7 +103,7 @@ def alembic_config(url: str | None = None) -> Config:
     return cfg
 
 
-class Store(QuotaStore, TokenStore, CodeOwnerStore, RunningStore):
+class Store(QuotaStore, TokenStore, CodeOwnerStore, RunningStore, GroupStore):
     """Tasks, API tokens, quotas and memberships in SQLite or PostgreSQL; see the module docstring.
 
     Quota, membership and usage methods come from :class:`~tacc_hub.store.quotas.QuotaStore`; tokens and
@@ -465,4 +466,7 @@ def _record(row: RowMapping) -> TaskRecord:
         placement=_loads(row["placement"]),
         executor_state=_loads(row["executor_state"]),
         cancel_requested=bool(row["cancel_requested"]),
+        array_id=row.get("array_id"),
+        array_index=row.get("array_index"),
+        pipeline_id=row.get("pipeline_id"),
     )
