@@ -53,6 +53,7 @@ class Launch:
     deadline: float | None = None  # epoch seconds its time limit ends at, as of launch (TACC_DEADLINE)
     account: Account | None = None  # the Unix account it runs as; None: the service's own (task_identity=service)
     group: str = ""  # the owner's tacc group (Slurm: --account/--qos through the site's maps)
+    array_id: int | None = None  # the array it is an element of (issue 20): the task sees it as TACC_ARRAY_ID
 
 
 @dataclass(frozen=True, slots=True)
