@@ -59,6 +59,16 @@ class ArraySpec(_Model):
 
         return array_shorthand(data)
 
+    @field_validator("range")
+    @classmethod
+    def _range(cls, v: str | None) -> str | None:
+        """Syntax here, so that the error names array.range; counting is ``check_array``'s."""
+        if v is not None:
+            from .arrays import parse_range
+
+            parse_range(v)
+        return v
+
     @model_validator(mode="after")
     def _one(self) -> ArraySpec:
         given = [k for k in ("range", "values", "grid") if getattr(self, k) is not None]
