@@ -20,7 +20,7 @@ import http.client
 import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -257,6 +257,60 @@ class TaccClient:
                 raise self._unreachable(exc) from None
             finally:
                 conn.close()
+
+    # arrays and pipelines
+    def list_array(self, array_id: int, *, states: Sequence[str] | None = None, limit: int = 500,
+                   before: int | None = None) -> dict[str, Any]:
+        """A page of an array's elements, newest first, as :meth:`list` (``GET /api/tasks?array=ID``)."""
+        params: dict[str, Any] = {"array": int(array_id), "limit": limit}
+        if states:
+            params["state"] = ",".join(states)
+        if before:
+            params["before"] = before
+        return self._json("GET", "/api/tasks", params=params)
+
+    def arrays(self, *, limit: int = 50, before: int | None = None, all_users: bool = False) -> dict[str, Any]:
+        """Your arrays, newest first: ``{"arrays": [{id, name, size, status, counts, reason, ...}], "next_before"}``."""
+        params: dict[str, Any] = {"limit": limit}
+        if before:
+            params["before"] = before
+        if all_users:
+            params["all"] = "1"
+        return self._json("GET", "/api/arrays", params=params)
+
+    def array(self, array_id: int, *, states: Sequence[str] | None = None, index: int | None = None,
+              tasks: bool = True) -> dict[str, Any]:
+        """One array and (unless ``tasks=False``) its elements in index order; ``index``: only that element."""
+        params: dict[str, Any] = {}
+        if states:
+            params["state"] = ",".join(states)
+        if index is not None:
+            params["index"] = int(index)
+        if not tasks:
+            params["tasks"] = "0"
+        return self._json("GET", f"/api/arrays/{int(array_id)}", params=params or None)
+
+    def cancel_array(self, array_id: int) -> dict[str, Any]:
+        """Cancel every element of the array not yet ended; the array, with ``cancelled`` (how many)."""
+        return self._json("POST", f"/api/arrays/{int(array_id)}/cancel")
+
+    def submit_pipeline(self, data: dict[str, Any]) -> dict[str, Any]:
+        """Submit a pipeline (``{name, steps: [{name, needs, spec}]}``, every spec inline) -> the pipeline."""
+        return self._json("POST", "/api/pipelines", body=json.dumps(data).encode(), content_type="application/json")
+
+    def pipelines(self, *, limit: int = 50, before: int | None = None, all_users: bool = False) -> dict[str, Any]:
+        params: dict[str, Any] = {"limit": limit}
+        if before:
+            params["before"] = before
+        if all_users:
+            params["all"] = "1"
+        return self._json("GET", "/api/pipelines", params=params)
+
+    def pipeline(self, pipeline_id: int) -> dict[str, Any]:
+        return self._json("GET", f"/api/pipelines/{int(pipeline_id)}")
+
+    def cancel_pipeline(self, pipeline_id: int) -> dict[str, Any]:
+        return self._json("POST", f"/api/pipelines/{int(pipeline_id)}/cancel")
 
     def outputs(self, task_id: int) -> bytes:
         return self._request("GET", f"/api/tasks/{int(task_id)}/outputs").data

@@ -57,8 +57,84 @@ class TaskOut(BaseModel):
     attempt: int = Field(0, description="The run: 0 is the first (TACC_ATTEMPT); of a waiting task, the next one; "
                          "of an ended task, its last one.")
     max_restarts: int = Field(0, description="qos.max_restarts: how many times a failed run is started again.")
+    array_id: int | None = Field(None, description="The array it is an element of (the array's id is its first "
+                                 "element's task id); null for a task of its own.")
+    array_index: int | None = Field(None, description="Its index in that array (TACC_ARRAY_INDEX).")
+    pipeline_id: int | None = Field(None, description="The pipeline it is a step (or a step's element) of.")
     spec: dict[str, Any] | None = None
     plan: dict[str, Any] | None = None
+
+
+class ArrayOut(BaseModel):
+    """An array of tasks (a range, list or grid of one spec) and where its elements stand."""
+
+    id: int = Field(description="The array's id: its first element's task id (as Slurm's array job id).")
+    owner: str
+    name: str
+    size: int = Field(description="How many elements it has.")
+    max_running: int | None = Field(None, description="At most this many elements queued or running at once.")
+    pipeline_id: int | None = Field(None, description="The pipeline it is a step of, if any.")
+    step: str | None = Field(None, description="Its step's name in that pipeline.")
+    created_at: float
+    status: str = Field(description="running if any element is starting or running, else pending if any waits, "
+                        "else succeeded if all did, else failed if any failed or was lost, else cancelled.")
+    counts: dict[str, int] = Field(default_factory=dict, description="Elements per status.")
+    running: int = 0
+    waiting: int = 0
+    done: int = 0
+    failed: int = 0
+    reason: str | None = Field(None, description='For people: "12 of 50 running, 38 waiting: Priority".')
+
+
+class ArrayCancelOut(ArrayOut):
+    cancelled: int = Field(0, description="Elements this request moved to cancelled or cancelling.")
+
+
+class ArrayDetailOut(ArrayOut):
+    tasks: list[TaskOut] = Field(description="Its elements in index order (without spec and plan); with "
+                                 "state= or index= only those.")
+
+
+class ArrayListOut(BaseModel):
+    arrays: list[ArrayOut]
+    next_before: int | None = Field(None, description="Pass as `before` to get the next page; null on the last.")
+
+
+class SubmittedOut(TaskOut):
+    """What a submit answers: the task; for an array, its first element, with the array and every element's id."""
+
+    array: ArrayOut | None = Field(None, description="The array, when the spec carried `array`.")
+    task_ids: list[int] | None = Field(None, description="An array's element ids, in index order.")
+
+
+class PipelineStepOut(BaseModel):
+    name: str
+    needs: list[str] = Field(default_factory=list)
+    task_id: int | None = Field(None, description="The step's task; null when the step is an array.")
+    array_id: int | None = Field(None, description="The step's array, when the step's spec carried `array`.")
+    status: str
+    reason: str | None = None
+
+
+class PipelineOut(BaseModel):
+    """Named steps submitted together, each waiting for the steps it needs to succeed."""
+
+    id: int = Field(description="The pipeline's id: its first task's id.")
+    owner: str
+    name: str
+    created_at: float
+    status: str = Field(description="Where the pipeline stands as a whole (pending, running, succeeded, failed, "
+                        "cancelled).")
+    steps: list[PipelineStepOut]
+
+
+class PipelineCancelOut(PipelineOut):
+    cancelled: int = Field(0, description="Tasks this request moved to cancelled or cancelling.")
+
+
+class PipelineListOut(BaseModel):
+    pipelines: list[PipelineOut]
+    next_before: int | None = Field(None, description="Pass as `before` to get the next page; null on the last.")
 
 
 class ExtendIn(BaseModel):
