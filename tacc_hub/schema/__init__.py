@@ -6,6 +6,7 @@ This package imports nothing else of tacc_hub and does no I/O.
 from .digest import canonical_json, spec_digest
 from .errors import SpecError
 from .jsonsafe import load_json
+from .pipeline import PipelineSpec, Step, is_pipeline, load_pipeline, pipeline_from_data
 from .tacc_yaml import load_tacc_yaml, spec_from_data
 from .task import (
     Code,
@@ -34,8 +35,8 @@ def json_schema() -> dict[str, object]:
 
 
 __all__ = [
-    "Code", "CondaSpec", "Entrypoint", "Environment", "GitCode", "LocalCode", "Network", "QoS",
-    "Resources", "Runtime", "SnapshotCode", "SpecError", "TaskSpec", "canonical_json", "json_schema",
-    "load_json", "load_tacc_yaml", "load_tuxiv", "load_yaml", "parse_sbatch", "spec_digest", "spec_from_data",
-    "spec_from_tuxiv",
+    "Code", "CondaSpec", "Entrypoint", "Environment", "GitCode", "LocalCode", "Network", "PipelineSpec", "QoS",
+    "Resources", "Runtime", "SnapshotCode", "SpecError", "Step", "TaskSpec", "canonical_json", "is_pipeline",
+    "json_schema", "load_json", "load_pipeline", "load_tacc_yaml", "load_tuxiv", "load_yaml", "parse_sbatch",
+    "pipeline_from_data", "spec_digest", "spec_from_data", "spec_from_tuxiv",
 ]
