@@ -6,6 +6,7 @@
  * ServerConnection (base URL, token, XSRF) is plugged in by the plugin and a fake by tests.
  */
 
+import type { ArrayInfo, PipelineInfo } from './arrays';
 import type { Attempts, Cluster, Ports, Task, TaskList, Usage } from './model';
 
 export type RequestFn = (path: string, init?: RequestInit) => Promise<Response>;
@@ -23,6 +24,12 @@ export const ROUTES = {
   attempts: (id: number) => `tacc/api/tasks/${id}/attempts`,
   extend: (id: number) => `tacc/api/tasks/${id}/extend`,
   exec: (id: number) => `tacc/api/tasks/${id}/exec`, // a WebSocket (terminal.ts)
+  arrays: 'tacc/api/arrays',
+  array: (id: number) => `tacc/api/arrays/${id}`,
+  cancelArray: (id: number) => `tacc/api/arrays/${id}/cancel`,
+  pipelines: 'tacc/api/pipelines',
+  pipeline: (id: number) => `tacc/api/pipelines/${id}`,
+  cancelPipeline: (id: number) => `tacc/api/pipelines/${id}/cancel`,
   cluster: 'tacc/api/cluster',
   quota: 'tacc/api/quota'
 } as const;
@@ -177,6 +184,33 @@ export class TaccApi {
   /** Give a running task `seconds` more; the task as the service now sees it (its new deadline). */
   extend(id: number, seconds: number): Promise<Task> {
     return this.post<Task>(ROUTES.extend(id), { seconds });
+  }
+
+  /** The user's arrays, newest first (counts and aggregate status of each). */
+  listArrays(limit = 50): Promise<{ arrays: ArrayInfo[]; next_before?: number | null }> {
+    return this.json(`${ROUTES.arrays}?limit=${limit}`);
+  }
+
+  /** One array with its elements (`tasks`, index order, without their specs). */
+  getArray(id: number): Promise<ArrayInfo> {
+    return this.json<ArrayInfo>(ROUTES.array(id));
+  }
+
+  /** Cancel every element of the array not yet ended; the array as it is now. */
+  cancelArray(id: number): Promise<ArrayInfo> {
+    return this.post<ArrayInfo>(ROUTES.cancelArray(id));
+  }
+
+  listPipelines(limit = 50): Promise<{ pipelines: PipelineInfo[]; next_before?: number | null }> {
+    return this.json(`${ROUTES.pipelines}?limit=${limit}`);
+  }
+
+  getPipeline(id: number): Promise<PipelineInfo> {
+    return this.json<PipelineInfo>(ROUTES.pipeline(id));
+  }
+
+  cancelPipeline(id: number): Promise<PipelineInfo> {
+    return this.post<PipelineInfo>(ROUTES.cancelPipeline(id));
   }
 
   cluster(): Promise<Cluster> {

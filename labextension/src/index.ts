@@ -20,6 +20,7 @@ import { DisposableDelegate, IDisposable } from '@lumino/disposable';
 
 import { ROUTES, RequestFn, TaccApi } from './api';
 import { SocketLike } from './exec';
+import { arrayKey, describeGroupChange, pipelineKey } from './arrays';
 import { Task, describeChange, worthNotifying } from './model';
 import { TaccPanel } from './panel';
 import { dueWarnings, warningMessage } from './running';
@@ -153,6 +154,26 @@ const plugin: JupyterFrontEndPlugin<void> = {
               callback: () => {
                 app.shell.activateById(panel.id);
                 panel.select(change.task.id, 'log');
+              }
+            }
+          ]
+        });
+      }
+    });
+
+    // an array or a pipeline that ended: one notification for it (its elements say nothing one by one)
+    model.groupChanged.connect((_, changes) => {
+      for (const change of changes) {
+        const { level, message } = describeGroupChange(change);
+        Notification.emit(message, level, {
+          autoClose: level === 'error' ? false : 6000,
+          actions: [
+            {
+              label: 'Show',
+              caption: `Open ${change.kind} ${change.id} in the GPU tasks panel`,
+              callback: () => {
+                app.shell.activateById(panel.id);
+                panel.openGroup(change.kind === 'array' ? arrayKey(change.id) : pipelineKey(change.id));
               }
             }
           ]

@@ -52,6 +52,12 @@ export interface Task {
   /** The current run (1 for the first; more after restarts). */
   attempt?: number | null;
   max_restarts?: number | null;
+  /** The array this task is an element of, its index there, the pipeline it is a step of (issue 20). */
+  array_id?: number | null;
+  array_index?: number | null;
+  pipeline_id?: number | null;
+  /** An element's parameters, where the service's answer has them (else its spec's array_element.params). */
+  params?: Record<string, unknown> | null;
 }
 
 /** One web port of a task (GET .../ports): `url` is absolute-path on the hub's origin. */

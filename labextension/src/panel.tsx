@@ -12,6 +12,8 @@ import { Message } from '@lumino/messaging';
 import * as React from 'react';
 
 import { ApiError } from './api';
+import { ArrayRow, GroupProps, PipelineRow } from './arrayview';
+import { groupRows, rowOf } from './arrays';
 import { LogFollower, FollowState } from './follow';
 import { LogBuffer } from './logs';
 import {
@@ -20,7 +22,6 @@ import {
   bySwitch,
   elapsedOf,
   formatDuration,
-  isActive,
   isTerminal,
   resourcesText,
   resubmitSpec,
@@ -288,6 +289,11 @@ function TaskRow(props: {
         <StatusBadge status={task.status} />
       </button>
       <div className="tacc-task-meta">
+        {task.array_id != null && (
+          <span className="tacc-element-mark" title={`Element ${task.array_index ?? '?'} of array ${task.array_id}`}>
+            [{task.array_index ?? '?'}] of array #{task.array_id}
+          </span>
+        )}
         {server && (
           <span className="tacc-server-mark" title="The task that runs your Jupyter server (JupyterHub started it)">
             your Jupyter server
@@ -347,15 +353,18 @@ function TaskRow(props: {
             >
               Cancel
             </button>
-            <button
-              className="jp-Button jp-mod-styled jp-mod-reject tacc-btn"
-              disabled={busy}
-              aria-label={`Resubmit task ${task.id} with the same spec`}
-              title="Resubmit: the same spec again, as a new task"
-              onClick={resubmit}
-            >
-              Resubmit
-            </button>
+            {task.array_id == null && (
+              // an element is its array's: a new one is a new array (%tacc submit, tcloud submit)
+              <button
+                className="jp-Button jp-mod-styled jp-mod-reject tacc-btn"
+                disabled={busy}
+                aria-label={`Resubmit task ${task.id} with the same spec`}
+                title="Resubmit: the same spec again, as a new task"
+                onClick={resubmit}
+              >
+                Resubmit
+              </button>
+            )}
           </div>
           {running && (
             <div className="tacc-run-actions" role="toolbar" aria-label={`Task ${task.id} while it runs`}>
@@ -454,17 +463,47 @@ export interface PanelCallbacks {
   openTerminal: (task: Task) => void;
 }
 
-function PanelBody({ model, cb, selected, onSelect }: {
+function PanelBody({ model, cb, selected, onSelect, openGroups, onToggleGroup }: {
   model: TasksModel;
   cb: PanelCallbacks;
   selected: { id: number | null; view: View };
   onSelect: (id: number | null, view: View) => void;
+  openGroups: ReadonlySet<string>;
+  onToggleGroup: (key: string, selectedInside: boolean) => void;
 }): JSX.Element {
   useSignal(model);
   const [showCluster, setShowCluster] = React.useState(false);
   // the clock ticks while something is active; any re-render (a refresh) reads the time afresh too
   const now = () => model.api.now();
-  const t = Math.max(useClock(model.tasks.some(isActive), now), now());
+  const t = Math.max(useClock(model.anyActive(), now), now());
+  const rows = groupRows(model.tasks, model.arrays, model.pipelines);
+  // the row the selected task is in (an element's array, a step's pipeline) is open with it
+  const selectedTask = selected.id !== null ? model.byId?.get(selected.id) : undefined;
+  const selectedRow = selectedTask ? rowOf(selectedTask, rows) : null;
+  const selectedArray = selectedTask?.array_id != null ? `a${selectedTask.array_id}` : null;
+  const isOpen = (key: string) => openGroups.has(key) || key === selectedRow || key === selectedArray;
+  const renderTask = (task: Task) => (
+    <TaskRow
+      key={task.id}
+      model={model}
+      task={task}
+      t={t}
+      open={selected.id === task.id}
+      view={selected.id === task.id ? selected.view : null}
+      onToggle={() => onSelect(selected.id === task.id ? null : task.id, 'log')}
+      onView={v => onSelect(task.id, v)}
+      onSelect={id => onSelect(id, 'log')}
+      onTerminal={cb.openTerminal}
+    />
+  );
+  const group: GroupProps = {
+    model,
+    isOpen,
+    onToggle: key => onToggleGroup(key, key === selectedRow || key === selectedArray),
+    selectedId: selected.id,
+    onSelectTask: id => onSelect(id, 'log'),
+    renderTask
+  };
   return (
     <div className="tacc-panel-inner">
       <header className="tacc-header">
@@ -502,24 +541,19 @@ function PanelBody({ model, cb, selected, onSelect }: {
       )}
       {showCluster && <ClusterView model={model} />}
       {model.byId === null && !model.error && <div className="tacc-muted">Loading your tasks…</div>}
-      {model.byId !== null && model.tasks.length === 0 && (
+      {model.byId !== null && rows.length === 0 && (
         <div className="tacc-muted">No tasks yet. Open a notebook and use “Submit notebook”.</div>
       )}
       <ul className="tacc-tasks" aria-label="Your tasks">
-        {model.tasks.map(task => (
-          <TaskRow
-            key={task.id}
-            model={model}
-            task={task}
-            t={t}
-            open={selected.id === task.id}
-            view={selected.id === task.id ? selected.view : null}
-            onToggle={() => onSelect(selected.id === task.id ? null : task.id, 'log')}
-            onView={v => onSelect(task.id, v)}
-            onSelect={id => onSelect(id, 'log')}
-            onTerminal={cb.openTerminal}
-          />
-        ))}
+        {rows.map(row =>
+          row.kind === 'task' ? (
+            renderTask(row.task)
+          ) : row.kind === 'array' ? (
+            <ArrayRow key={row.key} props={group} array={row.array} />
+          ) : (
+            <PipelineRow key={row.key} props={group} pipeline={row.pipeline} />
+          )
+        )}
       </ul>
     </div>
   );
@@ -527,6 +561,8 @@ function PanelBody({ model, cb, selected, onSelect }: {
 
 export class TaccPanel extends ReactWidget {
   private selected: { id: number | null; view: View } = { id: null, view: null };
+  /** Array and pipeline rows the user opened (arrays.ts keys: a7, p3). */
+  private readonly openGroups = new Set<string>();
 
   constructor(
     readonly model: TasksModel,
@@ -541,6 +577,25 @@ export class TaccPanel extends ReactWidget {
   /** Open a task's log (or spec) in the panel. */
   select(id: number | null, view: View = 'log'): void {
     this.selected = { id, view };
+    this.update();
+  }
+
+  /** Open an array's or a pipeline's row (a notification's "Show"). */
+  openGroup(key: string): void {
+    this.openGroups.add(key);
+    this.update();
+  }
+
+  /** Open or close an array's or a pipeline's row; closing the row of the selected task unselects it. */
+  toggleGroup(key: string, selectedInside: boolean): void {
+    if (this.openGroups.has(key) || selectedInside) {
+      this.openGroups.delete(key);
+      if (selectedInside) {
+        this.selected = { id: null, view: null };
+      }
+    } else {
+      this.openGroups.add(key);
+    }
     this.update();
   }
 
@@ -560,6 +615,15 @@ export class TaccPanel extends ReactWidget {
   }
 
   render(): JSX.Element {
-    return <PanelBody model={this.model} cb={this.cb} selected={this.selected} onSelect={(id, v) => this.select(id, v)} />;
+    return (
+      <PanelBody
+        model={this.model}
+        cb={this.cb}
+        selected={this.selected}
+        onSelect={(id, v) => this.select(id, v)}
+        openGroups={this.openGroups}
+        onToggleGroup={(key, selectedInside) => this.toggleGroup(key, selectedInside)}
+      />
+    );
   }
 }

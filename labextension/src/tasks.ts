@@ -6,12 +6,18 @@
  * panel shows of the run (run.ts: ports, GPU usage, attempts), each fetched on its own schedule
  * (ports often, usage at about the service's sampling rate, attempts when the attempt changes);
  * an endpoint that answers 404 for a task that exists (a service without it) is left alone.
+ *
+ * With the tasks it fetches the user's arrays and pipelines (arrays.ts makes one row of each), and
+ * the elements of each array whose row is open; state changes of array elements are not signalled
+ * one by one (a sweep of 100 would be 100 notifications): `groupChanged` says when an array or a
+ * pipeline as a whole ended.
  */
 
 import { Poll } from '@lumino/polling';
 import { ISignal, Signal } from '@lumino/signaling';
 
 import { ApiError, TaccApi } from './api';
+import { ArrayInfo, GroupChange, PipelineInfo, arrayActive, groupChanges, pipelineActive } from './arrays';
 import { LogBuffer } from './logs';
 import { Attempt, PortInfo, StateChange, Task, Usage, isActive, mergeTasks } from './model';
 
@@ -33,6 +39,8 @@ export function usageInterval(usage: Usage | null | undefined): number {
 }
 
 const VISIBLE_INTERVAL = 2500;
+/** Tasks asked for per refresh: array elements count too (a row of 100 elements is one row but 100 tasks). */
+export const TASK_PAGE = 200;
 const HIDDEN_INTERVAL = 15000;
 
 export class TasksModel {
@@ -51,6 +59,16 @@ export class TasksModel {
   /** Endpoints the service does not have (404 on a task that exists): not asked again for a while. */
   private readonly missing = new Map<RunPart, number>();
   private visible = false;
+  /** The user's arrays and pipelines (newest first), as the service's lists answered them. */
+  arrays: ArrayInfo[] = [];
+  pipelines: PipelineInfo[] = [];
+  /** Arrays whose row is open: their elements (GET /api/arrays/ID), refreshed with the list. */
+  readonly arrayDetails = new Map<number, ArrayInfo>();
+  private readonly watched = new Set<number>();
+  private groupsSeen: Map<string, string> | null = null;
+  /** When /api/arrays or /api/pipelines answered 404 (a service without them): not asked again for a while. */
+  private groupsMissingAt: number | null = null;
+  private readonly _groupChanged = new Signal<this, GroupChange[]>(this);
   private readonly _changed = new Signal<this, void>(this);
   private readonly _stateChanged = new Signal<this, StateChange[]>(this);
   readonly poll: Poll;
@@ -73,11 +91,43 @@ export class TasksModel {
     return this._stateChanged;
   }
 
+  /** An array or a pipeline ended (succeeded, failed, cancelled). */
+  get groupChanged(): ISignal<this, GroupChange[]> {
+    return this._groupChanged;
+  }
+
+  /** Anything of the user's still to end: a task, an array, a pipeline. */
+  anyActive(): boolean {
+    return this.tasks.some(isActive) || this.arrays.some(arrayActive) || this.pipelines.some(pipelineActive);
+  }
+
+  /** Keep the elements of array `id` fetched (its row is open), or stop. */
+  watchArray(id: number, on: boolean): void {
+    if (on && !this.watched.has(id)) {
+      this.watched.add(id);
+      void this.fetchArray(id);
+    } else if (!on) {
+      this.watched.delete(id);
+    }
+  }
+
+  /** Fetch one array with its elements now (after an action on it). */
+  async fetchArray(id: number): Promise<void> {
+    try {
+      const a = await this.api.getArray(id);
+      this.arrayDetails.set(id, a);
+      this.arrays = this.arrays.map(x => (x.id === id ? { ...a, tasks: undefined } : x));
+      this._changed.emit();
+    } catch {
+      // shown from the list until the next refresh
+    }
+  }
+
   private standby(): boolean | 'when-hidden' {
     if (typeof document !== 'undefined' && document.hidden) {
       return true;
     }
-    if (!this.visible && this.byId !== null && !this.tasks.some(isActive)) {
+    if (!this.visible && this.byId !== null && !this.anyActive()) {
       return true;
     }
     return false;
@@ -110,15 +160,16 @@ export class TasksModel {
 
   async refresh(): Promise<void> {
     try {
-      const list = await this.api.listTasks({ limit: 50 });
+      const [list] = await Promise.all([this.api.listTasks({ limit: TASK_PAGE }), this.refreshGroups()]);
       const merged = mergeTasks(this.byId, list.tasks);
       this.tasks = merged.tasks;
       this.byId = merged.byId;
       this.error = null;
       this.updatedAt = Date.now();
       this._changed.emit();
-      if (merged.changes.length) {
-        this._stateChanged.emit(merged.changes);
+      const own = merged.changes.filter(c => c.task.array_id == null); // elements: their array's change says it
+      if (own.length) {
+        this._stateChanged.emit(own);
       }
       this.fetchSpecs();
       this.fetchRuns();
@@ -126,6 +177,33 @@ export class TasksModel {
       this.error = err instanceof Error ? err.message : String(err);
       this._changed.emit();
       throw err; // the poll backs off
+    }
+  }
+
+  /** The arrays and pipelines, and the elements of the open arrays; their ends signalled (not on the first load). */
+  private async refreshGroups(): Promise<void> {
+    if (this.groupsMissingAt !== null && Date.now() - this.groupsMissingAt < 60000) {
+      return;
+    }
+    try {
+      const [arrays, pipelines] = await Promise.all([this.api.listArrays(50), this.api.listPipelines(50)]);
+      this.arrays = arrays.arrays ?? [];
+      this.pipelines = pipelines.pipelines ?? [];
+      this.groupsMissingAt = null;
+    } catch (err) {
+      if (err instanceof ApiError && err.status === 404) {
+        this.groupsMissingAt = Date.now(); // a service without arrays: rows are made from the task list
+        this.arrays = [];
+        this.pipelines = [];
+        return;
+      }
+      throw err;
+    }
+    await Promise.all([...this.watched].map(id => this.fetchArray(id)));
+    const { seen, changes } = groupChanges(this.groupsSeen, this.arrays, this.pipelines);
+    this.groupsSeen = seen;
+    if (changes.length) {
+      this._groupChanged.emit(changes);
     }
   }
 
@@ -145,6 +223,24 @@ export class TasksModel {
           }
         },
         () => this.fetching.delete(t.id)
+      );
+    }
+  }
+
+  /** Fetch the specs of these tasks (an open array's elements: their parameters), a few at a time, once each. */
+  ensureSpecs(ids: number[]): void {
+    const wanted = ids.filter(id => !this.specs.has(id) && !this.fetching.has(id));
+    for (const id of wanted.slice(0, Math.max(0, 8 - this.fetching.size))) {
+      this.fetching.add(id);
+      this.api.getTask(id).then(
+        full => {
+          this.fetching.delete(id);
+          if (full.spec) {
+            this.specs.set(id, full.spec);
+            this._changed.emit(); // the next render asks for the next few
+          }
+        },
+        () => this.fetching.delete(id)
       );
     }
   }

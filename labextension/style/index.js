@@ -1,2 +1,3 @@
 import './base.css';
 import '@xterm/xterm/css/xterm.css';
+import './arrays.css';

@@ -26,6 +26,12 @@ Routes (``PATH`` is relative to the server's root directory; anything outside it
 - ``GET  /tacc/api/tasks/ID/usage``     → ``{"task_id", "interval", "gpus", "samples", "mean_util", "peak_util"}``.
 - ``GET  /tacc/api/tasks/ID/attempts``  → ``{"task_id", "attempts": [{"attempt", "started_at", ...}]}``.
 - ``POST /tacc/api/tasks/ID/extend``    body ``{"seconds": N}`` → the task (409 not running, 422 naming ``seconds``).
+- ``GET  /tacc/api/arrays``            ``?limit=&before=`` → ``{"arrays": [ArrayOut], "next_before"}`` (the user's own).
+- ``GET  /tacc/api/arrays/ID``         ``?state=a,b`` → the array with its elements (``"tasks"``, index order).
+- ``POST /tacc/api/arrays/ID/cancel``  cancels every element not yet ended → the array.
+- ``GET  /tacc/api/pipelines``, ``GET /tacc/api/pipelines/ID``, ``POST /tacc/api/pipelines/ID/cancel``: the same
+  for pipelines (``{"pipelines": [...]}``; a pipeline lists its steps in order with their status).
+  Arrays and pipelines of other users are the service's 404, relayed as such.
 - ``WS   /tacc/api/tasks/ID/exec``      relayed frame for frame to the service's ``api/tasks/ID/exec`` (the Lab
   panel's terminal). jupyter_server authenticates the browser (cookie or token, its origin check) and the user
   must be allowed to *execute* on ``tacc``; the service is called with the user's token (Authorization header).
@@ -204,6 +210,66 @@ class LogsHandler(TaccHandler):
     async def get(self, task_id: str) -> None:
         await self._relay("logs", int(task_id), offset=self._int_arg("offset", 0),
                           limit=min(self._int_arg("limit", 1024 * 1024), 1024 * 1024))
+
+
+class GroupHandler(TaccHandler):
+    """Arrays and pipelines (issue 20), relayed by path: only the query arguments named here are passed on.
+
+    ``kind`` is ``arrays`` or ``pipelines``; the id in the path is digits (the route says so), so nothing the
+    browser sends reaches the service's path but a number; query values go through urlencode.
+    """
+
+    kind = "arrays"
+    passed: tuple[str, ...] = ()
+
+    async def _path(self, method: str, path: str) -> None:
+        params: dict[str, Any] = {}
+        for name in self.passed:
+            raw = self.get_argument(name, None)
+            if raw is None:
+                continue
+            if name in ("limit", "before"):
+                params[name] = self._int_arg(name, 0)
+            else:
+                params[name] = ",".join(s for s in raw.split(",") if s)
+        await self._relay("_json", method, path, params=params or None)
+
+
+class GroupsHandler(GroupHandler):
+    passed = ("limit", "before")
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        await self._path("GET", f"/api/{self.kind}")
+
+
+class GroupOneHandler(GroupHandler):
+    passed = ("state",)
+
+    @web.authenticated
+    @authorized
+    async def get(self, group_id: str) -> None:
+        await self._path("GET", f"/api/{self.kind}/{int(group_id)}")
+
+
+class GroupCancelHandler(GroupHandler):
+    @web.authenticated
+    @authorized
+    async def post(self, group_id: str) -> None:
+        await self._path("POST", f"/api/{self.kind}/{int(group_id)}/cancel")
+
+
+class PipelinesHandler(GroupsHandler):
+    kind = "pipelines"
+
+
+class PipelineHandler(GroupOneHandler):
+    kind = "pipelines"
+
+
+class PipelineCancelHandler(GroupCancelHandler):
+    kind = "pipelines"
 
 
 class BrowserGone(HTTPInputError):
@@ -450,6 +516,12 @@ ROUTES: list[tuple[str, type[TaccHandler] | type[ExecRelay]]] = [
     (r"/tacc/api/tasks/(\d+)/attempts", AttemptsHandler),
     (r"/tacc/api/tasks/(\d+)/extend", ExtendHandler),
     (r"/tacc/api/tasks/(\d+)/exec", ExecRelay),
+    (r"/tacc/api/arrays", GroupsHandler),
+    (r"/tacc/api/arrays/(\d+)", GroupOneHandler),
+    (r"/tacc/api/arrays/(\d+)/cancel", GroupCancelHandler),
+    (r"/tacc/api/pipelines", PipelinesHandler),
+    (r"/tacc/api/pipelines/(\d+)", PipelineHandler),
+    (r"/tacc/api/pipelines/(\d+)/cancel", PipelineCancelHandler),
     (r"/tacc/api/cluster", ClusterHandler),
     (r"/tacc/api/quota", QuotaHandler),
 ]

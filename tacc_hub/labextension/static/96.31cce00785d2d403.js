@@ -1,4 +1,4 @@
-"use strict";(self.rspackChunktacc_hub_labextension=self.rspackChunktacc_hub_labextension||[]).push([[424],{739(e,r,t){var o=t(601),a=t.n(o),n=t(314),i=(t.n(n))()(a());i.push([e.id,`/**
+"use strict";(self.rspackChunktacc_hub_labextension=self.rspackChunktacc_hub_labextension||[]).push([[96],{739(e,r,t){var o=t(601),a=t.n(o),c=t(314),n=(t.n(c))()(a());n.push([e.id,`/**
  * Copyright (c) 2014 The xterm.js authors. All rights reserved.
  * Copyright (c) 2012-2013, Christopher Jeffrey (MIT License)
  * https://github.com/chjj/term.js
@@ -216,7 +216,123 @@
     z-index: 2;
     position: relative;
 }
-`,""]),t.d(r,{},{A:i})},475(e,r,t){var o=t(601),a=t.n(o),n=t(314),i=(t.n(n))()(a());i.push([e.id,`/* tacc_hub side panel: JupyterLab theme variables only (light and dark themes). */
+`,""]),t.d(r,{},{A:n})},914(e,r,t){var o=t(601),a=t.n(o),c=t(314),n=(t.n(c))()(a());n.push([e.id,`/* Arrays and pipelines in the task list (arrayview.tsx): one row each, a progress bar, a drill-down. */
+
+.tacc-caret { display: inline-block; width: 1em; color: var(--jp-ui-font-color2); }
+.tacc-size { color: var(--jp-ui-font-color2); margin-left: 1px; }
+.tacc-group.tacc-nested { margin: 2px 0; }
+
+.tacc-group-progress { padding: 0 6px 3px; }
+.tacc-progress {
+  display: flex;
+  width: 100%;
+  height: 6px;
+  border-radius: 3px;
+  overflow: hidden;
+  background: var(--jp-layout-color3);
+}
+.tacc-progress-part { display: block; height: 100%; min-width: 2px; }
+.tacc-progress-done { background: var(--jp-success-color1); }
+.tacc-progress-failed { background: var(--jp-error-color1); }
+.tacc-progress-cancelled { background: var(--jp-ui-font-color3); }
+.tacc-progress-running { background: var(--jp-brand-color1); }
+.tacc-progress-waiting { background: var(--jp-warn-color2); }
+
+.tacc-counts .tacc-count { white-space: nowrap; }
+.tacc-count::before {
+  content: '';
+  display: inline-block;
+  width: 7px;
+  height: 7px;
+  border-radius: 50%;
+  margin-right: 4px;
+  vertical-align: 0;
+}
+.tacc-count-done::before { background: var(--jp-success-color1); }
+.tacc-count-running::before { background: var(--jp-brand-color1); }
+.tacc-count-waiting::before { background: var(--jp-warn-color2); }
+.tacc-count-failed::before { background: var(--jp-error-color1); }
+.tacc-count-cancelled::before { background: var(--jp-ui-font-color3); }
+.tacc-counts[data-failed='0'] .tacc-count-failed { opacity: 0.6; }
+
+.tacc-group-reason { padding: 0 6px 4px; margin: 0; font-size: var(--jp-ui-font-size0); }
+.tacc-group-note { font-size: var(--jp-ui-font-size0); align-self: center; }
+
+.tacc-elements { list-style: none; margin: 4px 0 0; padding: 0; }
+.tacc-elements > .tacc-task { margin: 3px 0; }
+.tacc-element { border-bottom: var(--jp-border-width) solid var(--jp-border-color3); }
+.tacc-element:last-child { border-bottom: none; }
+.tacc-element-head {
+  display: flex;
+  align-items: center;
+  gap: 8px;
+  width: 100%;
+  border: none;
+  background: transparent;
+  color: var(--jp-ui-font-color1);
+  font: inherit;
+  text-align: left;
+  padding: 2px 4px;
+  cursor: pointer;
+}
+.tacc-element-head:hover { background: var(--jp-layout-color2); }
+.tacc-element-head:focus-visible { outline: var(--jp-border-width) solid var(--jp-brand-color1); outline-offset: -1px; }
+.tacc-element-index {
+  font-family: var(--jp-code-font-family);
+  color: var(--jp-ui-font-color2);
+  min-width: 3.2em;
+  font-variant-numeric: tabular-nums;
+}
+.tacc-element-params {
+  flex: 1 1 auto;
+  min-width: 0;
+  font-family: var(--jp-code-font-family);
+  font-size: var(--jp-code-font-size);
+  overflow: hidden;
+  text-overflow: ellipsis;
+  white-space: nowrap;
+}
+.tacc-element-head .tacc-status { flex: 0 0 auto; }
+.tacc-element-mark {
+  color: var(--jp-ui-font-color1);
+  border: var(--jp-border-width) solid var(--jp-border-color1);
+  border-radius: var(--jp-border-radius);
+  padding: 0 4px;
+}
+.tacc-more { margin-top: 4px; }
+
+.tacc-chain { display: inline-flex; flex-wrap: wrap; align-items: center; gap: 2px 4px; }
+.tacc-chain-arrow { color: var(--jp-ui-font-color3); }
+.tacc-chain-step { white-space: nowrap; }
+.tacc-step-succeeded { color: var(--jp-success-color1); }
+.tacc-step-failed, .tacc-step-lost { color: var(--jp-error-color1); }
+.tacc-step-running, .tacc-step-starting { color: var(--jp-brand-color1); }
+.tacc-step-pending { color: var(--jp-ui-font-color2); }
+.tacc-step-cancelled { color: var(--jp-ui-font-color3); text-decoration: line-through; }
+
+.tacc-steps { margin: 4px 0 0; padding: 0; list-style: none; }
+.tacc-step {
+  padding: 4px 0;
+  border-bottom: var(--jp-border-width) solid var(--jp-border-color3);
+  display: flex;
+  flex-direction: column;
+  gap: 2px;
+}
+.tacc-step:last-child { border-bottom: none; }
+.tacc-step-head { display: flex; align-items: center; gap: 6px; }
+.tacc-step-head .tacc-spacer { flex: 1 1 auto; }
+.tacc-step-n { color: var(--jp-ui-font-color2); min-width: 1.4em; font-variant-numeric: tabular-nums; }
+.tacc-step-name { font-weight: 600; }
+.tacc-step-needs { color: var(--jp-ui-font-color2); font-size: var(--jp-ui-font-size0); }
+.tacc-step-waits {
+  color: var(--jp-warn-color0);
+  font-size: var(--jp-ui-font-size0);
+  padding-left: calc(1.4em + 6px);
+  overflow-wrap: anywhere;
+}
+.tacc-step-open { align-self: flex-start; margin-left: calc(1.4em + 6px); height: 20px; line-height: 18px; }
+.tacc-step > .tacc-tasks { margin-left: calc(1.4em + 6px); }
+`,""]),t.d(r,{},{A:n})},475(e,r,t){var o=t(601),a=t.n(o),c=t(314),n=(t.n(c))()(a());n.push([e.id,`/* tacc_hub side panel: JupyterLab theme variables only (light and dark themes). */
 
 .tacc-panel {
   background: var(--jp-layout-color1);
@@ -587,4 +703,4 @@ a.tacc-port:hover { background: var(--jp-layout-color2); border-color: var(--jp-
 }
 .tacc-terminal-state[data-status='connected'] { color: var(--jp-success-color1); }
 .tacc-terminal-state[data-status='error'] { color: var(--jp-error-color1); }
-`,""]),t.d(r,{},{A:i})},314(e){e.exports=function(e){var r=[];return r.toString=function(){return this.map(function(r){var t="",o=void 0!==r[5];return r[4]&&(t+="@supports (".concat(r[4],") {")),r[2]&&(t+="@media ".concat(r[2]," {")),o&&(t+="@layer".concat(r[5].length>0?" ".concat(r[5]):""," {")),t+=e(r),o&&(t+="}"),r[2]&&(t+="}"),r[4]&&(t+="}"),t}).join("")},r.i=function(e,t,o,a,n){"string"==typeof e&&(e=[[null,e,void 0]]);var i={};if(o)for(var c=0;c<this.length;c++){var l=this[c][0];null!=l&&(i[l]=!0)}for(var p=0;p<e.length;p++){var s=[].concat(e[p]);o&&i[s[0]]||(void 0!==n&&(void 0===s[5]||(s[1]="@layer".concat(s[5].length>0?" ".concat(s[5]):""," {").concat(s[1],"}")),s[5]=n),t&&(s[2]&&(s[1]="@media ".concat(s[2]," {").concat(s[1],"}")),s[2]=t),a&&(s[4]?(s[1]="@supports (".concat(s[4],") {").concat(s[1],"}"),s[4]=a):s[4]="".concat(a)),r.push(s))}},r}},601(e){e.exports=function(e){return e[1]}},72(e){var r=[];function t(e){for(var t=-1,o=0;o<r.length;o++)if(r[o].identifier===e){t=o;break}return t}function o(e,o){for(var a={},n=[],i=0;i<e.length;i++){var c=e[i],l=o.base?c[0]+o.base:c[0],p=a[l]||0,s="".concat(l," ").concat(p);a[l]=p+1;var d=t(s),u={css:c[1],media:c[2],sourceMap:c[3],supports:c[4],layer:c[5]};if(-1!==d)r[d].references++,r[d].updater(u);else{var x=function(e,r){var t=r.domAPI(r);return t.update(e),function(r){r?(r.css!==e.css||r.media!==e.media||r.sourceMap!==e.sourceMap||r.supports!==e.supports||r.layer!==e.layer)&&t.update(e=r):t.remove()}}(u,o);o.byIndex=i,r.splice(i,0,{identifier:s,updater:x,references:1})}n.push(s)}return n}e.exports=function(e,a){var n=o(e=e||[],a=a||{});return function(e){e=e||[];for(var i=0;i<n.length;i++){var c=t(n[i]);r[c].references--}for(var l=o(e,a),p=0;p<n.length;p++){var s=t(n[p]);0===r[s].references&&(r[s].updater(),r.splice(s,1))}n=l}}},659(e){var r={};e.exports=function(e,t){var o=function(e){if(void 0===r[e]){var t=document.querySelector(e);if(window.HTMLIFrameElement&&t instanceof window.HTMLIFrameElement)try{t=t.contentDocument.head}catch(e){t=null}r[e]=t}return r[e]}(e);if(!o)throw Error("Couldn't find a style target. This probably means that the value for the 'insert' parameter is invalid.");o.appendChild(t)}},540(e){e.exports=function(e){var r=document.createElement("style");return e.setAttributes(r,e.attributes),e.insert(r,e.options),r}},56(e,r,t){e.exports=function(e){var r=t.nc;r&&e.setAttribute("nonce",r)}},206(e){e.exports=function(e){if("u"<typeof document)return{update:function(){},remove:function(){}};var r=e.insertStyleElement(e);return{update:function(t){var o,a,n;o="",t.supports&&(o+="@supports (".concat(t.supports,") {")),t.media&&(o+="@media ".concat(t.media," {")),(a=void 0!==t.layer)&&(o+="@layer".concat(t.layer.length>0?" ".concat(t.layer):""," {")),o+=t.css,a&&(o+="}"),t.media&&(o+="}"),t.supports&&(o+="}"),(n=t.sourceMap)&&"u">typeof btoa&&(o+="\n/*# sourceMappingURL=data:application/json;base64,".concat(btoa(unescape(encodeURIComponent(JSON.stringify(n))))," */")),e.styleTagTransform(o,r,e.options)},remove:function(){var e;null===(e=r).parentNode||e.parentNode.removeChild(e)}}}},113(e){e.exports=function(e,r){if(r.styleSheet)r.styleSheet.cssText=e;else{for(;r.firstChild;)r.removeChild(r.firstChild);r.appendChild(document.createTextNode(e))}}},691(e,r,t){var o=t(72),a=t.n(o),n=t(206),i=t.n(n),c=t(659),l=t.n(c),p=t(56),s=t.n(p),d=t(540),u=t.n(d),x=t(113),f=t.n(x),v=t(475),h={};h.styleTagTransform=f(),h.setAttributes=s(),h.insert=l().bind(null,"head"),h.domAPI=i(),h.insertStyleElement=u(),a()(v.A,h),v.A&&v.A.locals&&v.A.locals;var m=t(739),b={};b.styleTagTransform=f(),b.setAttributes=s(),b.insert=l().bind(null,"head"),b.domAPI=i(),b.insertStyleElement=u(),a()(m.A,b),m.A&&m.A.locals&&m.A.locals}}]);
+`,""]),t.d(r,{},{A:n})},314(e){e.exports=function(e){var r=[];return r.toString=function(){return this.map(function(r){var t="",o=void 0!==r[5];return r[4]&&(t+="@supports (".concat(r[4],") {")),r[2]&&(t+="@media ".concat(r[2]," {")),o&&(t+="@layer".concat(r[5].length>0?" ".concat(r[5]):""," {")),t+=e(r),o&&(t+="}"),r[2]&&(t+="}"),r[4]&&(t+="}"),t}).join("")},r.i=function(e,t,o,a,c){"string"==typeof e&&(e=[[null,e,void 0]]);var n={};if(o)for(var i=0;i<this.length;i++){var l=this[i][0];null!=l&&(n[l]=!0)}for(var p=0;p<e.length;p++){var s=[].concat(e[p]);o&&n[s[0]]||(void 0!==c&&(void 0===s[5]||(s[1]="@layer".concat(s[5].length>0?" ".concat(s[5]):""," {").concat(s[1],"}")),s[5]=c),t&&(s[2]&&(s[1]="@media ".concat(s[2]," {").concat(s[1],"}")),s[2]=t),a&&(s[4]?(s[1]="@supports (".concat(s[4],") {").concat(s[1],"}"),s[4]=a):s[4]="".concat(a)),r.push(s))}},r}},601(e){e.exports=function(e){return e[1]}},72(e){var r=[];function t(e){for(var t=-1,o=0;o<r.length;o++)if(r[o].identifier===e){t=o;break}return t}function o(e,o){for(var a={},c=[],n=0;n<e.length;n++){var i=e[n],l=o.base?i[0]+o.base:i[0],p=a[l]||0,s="".concat(l," ").concat(p);a[l]=p+1;var d=t(s),u={css:i[1],media:i[2],sourceMap:i[3],supports:i[4],layer:i[5]};if(-1!==d)r[d].references++,r[d].updater(u);else{var f=function(e,r){var t=r.domAPI(r);return t.update(e),function(r){r?(r.css!==e.css||r.media!==e.media||r.sourceMap!==e.sourceMap||r.supports!==e.supports||r.layer!==e.layer)&&t.update(e=r):t.remove()}}(u,o);o.byIndex=n,r.splice(n,0,{identifier:s,updater:f,references:1})}c.push(s)}return c}e.exports=function(e,a){var c=o(e=e||[],a=a||{});return function(e){e=e||[];for(var n=0;n<c.length;n++){var i=t(c[n]);r[i].references--}for(var l=o(e,a),p=0;p<c.length;p++){var s=t(c[p]);0===r[s].references&&(r[s].updater(),r.splice(s,1))}c=l}}},659(e){var r={};e.exports=function(e,t){var o=function(e){if(void 0===r[e]){var t=document.querySelector(e);if(window.HTMLIFrameElement&&t instanceof window.HTMLIFrameElement)try{t=t.contentDocument.head}catch(e){t=null}r[e]=t}return r[e]}(e);if(!o)throw Error("Couldn't find a style target. This probably means that the value for the 'insert' parameter is invalid.");o.appendChild(t)}},540(e){e.exports=function(e){var r=document.createElement("style");return e.setAttributes(r,e.attributes),e.insert(r,e.options),r}},56(e,r,t){e.exports=function(e){var r=t.nc;r&&e.setAttribute("nonce",r)}},206(e){e.exports=function(e){if("u"<typeof document)return{update:function(){},remove:function(){}};var r=e.insertStyleElement(e);return{update:function(t){var o,a,c;o="",t.supports&&(o+="@supports (".concat(t.supports,") {")),t.media&&(o+="@media ".concat(t.media," {")),(a=void 0!==t.layer)&&(o+="@layer".concat(t.layer.length>0?" ".concat(t.layer):""," {")),o+=t.css,a&&(o+="}"),t.media&&(o+="}"),t.supports&&(o+="}"),(c=t.sourceMap)&&"u">typeof btoa&&(o+="\n/*# sourceMappingURL=data:application/json;base64,".concat(btoa(unescape(encodeURIComponent(JSON.stringify(c))))," */")),e.styleTagTransform(o,r,e.options)},remove:function(){var e;null===(e=r).parentNode||e.parentNode.removeChild(e)}}}},113(e){e.exports=function(e,r){if(r.styleSheet)r.styleSheet.cssText=e;else{for(;r.firstChild;)r.removeChild(r.firstChild);r.appendChild(document.createTextNode(e))}}},99(e,r,t){var o=t(72),a=t.n(o),c=t(206),n=t.n(c),i=t(659),l=t.n(i),p=t(56),s=t.n(p),d=t(540),u=t.n(d),f=t(113),x=t.n(f),v=t(475),h={};h.styleTagTransform=x(),h.setAttributes=s(),h.insert=l().bind(null,"head"),h.domAPI=n(),h.insertStyleElement=u(),a()(v.A,h),v.A&&v.A.locals&&v.A.locals;var m=t(739),b={};b.styleTagTransform=x(),b.setAttributes=s(),b.insert=l().bind(null,"head"),b.domAPI=n(),b.insertStyleElement=u(),a()(m.A,b),m.A&&m.A.locals&&m.A.locals;var g=t(914),j={};j.styleTagTransform=x(),j.setAttributes=s(),j.insert=l().bind(null,"head"),j.domAPI=n(),j.insertStyleElement=u(),a()(g.A,j),g.A&&g.A.locals&&g.A.locals}}]);
