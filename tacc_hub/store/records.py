@@ -38,6 +38,7 @@ class NewTask:
     status: TaskStatus = TaskStatus.PENDING
     reason: str | None = None
     gpus: int = 0  # total GPUs (nodes x gpus_per_node): what quota accounting charges per second of run
+    array_index: int | None = None  # its index in its array (``GroupStore.insert_array`` sets the array id)
 
     def __post_init__(self) -> None:
         for field in ("owner", "name", "digest"):
@@ -46,6 +47,8 @@ class NewTask:
                 raise ValueError(f"{field}: must be a non-empty string")
             if len(value) > NAME_LEN:
                 raise ValueError(f"{field}: longer than {NAME_LEN} characters")
+        if self.array_index is not None and (type(self.array_index) is not int or self.array_index < 0):
+            raise ValueError("array_index: must be a whole number >= 0")
         if type(self.gpus) is not int or self.gpus < 0:
             raise ValueError("gpus: must be a whole number >= 0")
         if self.gpus == 0:

@@ -159,6 +159,14 @@ class Store(QuotaStore, TokenStore, CodeOwnerStore, RunningStore, GroupStore):
         if not rows:
             return []
         now = self._clock()
+        params = self._task_params(rows, now)
+        with self._engine.begin() as conn:
+            ids = self._insert_task_params(conn, params)
+        return [self._new_record(task_id, row, p) for task_id, row, p in zip(ids, rows, params, strict=True)]
+
+    @staticmethod
+    def _task_params(rows: Sequence[NewTask], now: float) -> list[dict[str, Any]]:
+        """The ``tasks`` columns of each row, checked and JSON-encoded (before any transaction opens)."""
         params: list[dict[str, Any]] = []
         for row in rows:
             if not isinstance(row, NewTask):
@@ -176,37 +184,50 @@ class Store(QuotaStore, TokenStore, CodeOwnerStore, RunningStore, GroupStore):
                     "updated_at": now,
                     "cancel_requested": False,
                     "gpus": row.gpus,
+                    "array_id": None,
+                    "array_index": row.array_index,
+                    "pipeline_id": None,
                 }
             )
-        with self._engine.begin() as conn:
-            if self.dialect == "sqlite" and len(params) > 1:
-                ids = self._insert_sqlite_batch(conn, params)
-            else:
-                stmt = sa.insert(tasks).returning(tasks.c.id, sort_by_parameter_order=True)
-                ids = [r[0] for r in conn.execute(stmt, params)]
-        if len(ids) != len(rows):  # pragma: no cover - a driver bug, not a user error
-            raise RuntimeError(f"inserted {len(rows)} tasks but got {len(ids)} ids back")
-        return [
-            TaskRecord(
-                id=task_id,
-                owner=row.owner,
-                name=row.name,
-                status=TaskStatus(row.status),
-                digest=row.digest,
-                spec=row.spec,
-                plan=row.plan,
-                reason=row.reason,
-                exit_code=None,
-                submitted_at=p["submitted_at"],
-                started_at=None,
-                finished_at=None,
-                updated_at=now,
-                placement=None,
-                executor_state=None,
-                cancel_requested=False,
-            )
-            for task_id, row, p in zip(ids, rows, params, strict=True)
-        ]
+        return params
+
+    def _insert_task_params(self, conn: sa.Connection, params: list[dict[str, Any]]) -> list[int]:
+        """Insert encoded rows inside the caller's transaction; their ids, in input order."""
+        if not params:
+            return []
+        if self.dialect == "sqlite" and len(params) > 1:
+            ids = self._insert_sqlite_batch(conn, params)
+        else:
+            stmt = sa.insert(tasks).returning(tasks.c.id, sort_by_parameter_order=True)
+            ids = [r[0] for r in conn.execute(stmt, params)]
+        if len(ids) != len(params):  # pragma: no cover - a driver bug, not a user error
+            raise RuntimeError(f"inserted {len(params)} tasks but got {len(ids)} ids back")
+        return ids
+
+    @staticmethod
+    def _new_record(task_id: int, row: NewTask, p: Mapping[str, Any]) -> TaskRecord:
+        """The record of a row just inserted with the encoded columns ``p``."""
+        return TaskRecord(
+            id=task_id,
+            owner=row.owner,
+            name=row.name,
+            status=TaskStatus(row.status),
+            digest=row.digest,
+            spec=row.spec,
+            plan=row.plan,
+            reason=row.reason,
+            exit_code=None,
+            submitted_at=p["submitted_at"],
+            started_at=None,
+            finished_at=None,
+            updated_at=p["updated_at"],
+            placement=None,
+            executor_state=None,
+            cancel_requested=False,
+            array_id=p.get("array_id"),
+            array_index=p.get("array_index"),
+            pipeline_id=p.get("pipeline_id"),
+        )
 
     @staticmethod
     def _insert_sqlite_batch(conn: sa.Connection, params: list[dict[str, Any]]) -> list[int]:
