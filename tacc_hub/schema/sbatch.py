@@ -6,7 +6,10 @@ to write instead (``UNSAFE_SBATCH``); any other is refused by name. Notes:
 ``gpus-per-task`` is GPUs per node = gpus-per-task x tasks per node; ``constraint``
 is a GPU type (scheduled on, like ``gres=gpu:TYPE:N``); ``mail-type``/``mail-user``
 become ``notify``; ``account`` is kept and checked against the owner's group at
-submit; log paths under ``${TACC_USERDIR}`` go to ``user_log_file``.
+submit; log paths under ``${TACC_USERDIR}`` go to ``user_log_file``; ``array=0-15%4`` is ``array``
+(Slurm's syntax, ``%N`` = max_running); ``dependency=afterok:12:13,afterany:14,afternotok:15`` is
+``depends_on`` on those tasks (succeeded, finished, failed): the IDs are tacc_hub task ids; to wait for
+a whole array, write ``depends_on: [{array: ID}]`` (tacc.yaml, or a tuxiv.conf's ``depends_on``).
 
 Invariant: pure; errors name the ``job.general[i]`` entry.
 """
@@ -31,8 +34,6 @@ UNSAFE_SBATCH = {
     "get-user-env": "environment variables come from job.env",
     "nodelist": "placement is decided by the tacc_hub scheduler",
     "exclude": "placement is decided by the tacc_hub scheduler",
-    "dependency": "not supported yet",
-    "array": "submit one task per configuration instead",
     "input": "tasks do not read standard input",
     "container": "not supported",
     "reservation": "placement is decided by the tacc_hub scheduler",
@@ -213,6 +214,64 @@ def _mail_user(acc: dict[str, Any], opt: str, value: str) -> None:
     acc["notify.email"] = value  # checked by the schema (notify.email)
 
 
+def _array(acc: dict[str, Any], opt: str, value: str) -> None:
+    """``array=0-15%4``: checked here (so the error names the entry), kept in the stored form."""
+    from pydantic import ValidationError
+
+    from .groups import ArraySpec
+
+    try:
+        spec = ArraySpec.model_validate(value)
+    except ValidationError as exc:
+        err = SpecError.from_validation(exc, "array", ArraySpec)
+        msg = "; ".join(m if f in ("array", "array.range") else f"{f.removeprefix('array.')}: {m}"
+                        for f, m in err.errors)
+        raise ValueError(f"{opt}={value[:80]!r}: {msg}") from None
+    acc["array"] = spec.model_dump(exclude_defaults=True)
+
+
+# Slurm dependency type -> Dependency.when on a task.
+DEPENDENCY_TYPES = {"afterok": "succeeded", "afterany": "finished", "afternotok": "failed"}
+_UNSUPPORTED_DEPENDENCY = {
+    "after": "starting when another task starts is not supported; use afterok or afterany",
+    "aftercorr": "element-by-element array dependencies are not supported; wait for the whole array "
+                 "(depends_on: [{array: ID}] in tacc.yaml)",
+    "afterburstbuffer": "tacc_hub has no burst buffers; use afterany",
+    "singleton": "one-at-a-time by job name is not supported; use afterany on the task before",
+}
+_DEP_ID_RE = re.compile(r"[1-9][0-9]{0,17}", re.ASCII)
+
+
+def _dependency(acc: dict[str, Any], opt: str, value: str) -> None:
+    """``afterok:12:13,afterany:14,afternotok:15`` -> depends_on (all must hold, as Slurm's ``,``)."""
+    if "?" in value:
+        raise ValueError(f"{opt}: '?' (any of) is not supported; every dependency must hold (join them with ',')")
+    deps: list[dict[str, Any]] = list(acc.get("depends_on", []))
+    for part in value.split(","):
+        kind, _, ids = part.strip().partition(":")
+        kind = kind.strip().lower()
+        if kind in _UNSUPPORTED_DEPENDENCY:
+            raise ValueError(f"{opt}: {kind} is not supported: {_UNSUPPORTED_DEPENDENCY[kind]}")
+        if kind not in DEPENDENCY_TYPES:
+            raise ValueError(f"{opt}: {kind[:40]!r} is not a dependency type tacc_hub knows (known: "
+                             f"{', '.join(DEPENDENCY_TYPES)}; e.g. dependency=afterok:12:13)")
+        if not ids:
+            raise ValueError(f"{opt}: {kind} needs task ids ({kind}:ID[:ID...])")
+        for tid in ids.split(":"):
+            tid = tid.strip()
+            if "_" in tid:
+                raise ValueError(f"{opt}: {tid[:40]!r}: one element of an array cannot be named; name its task id, "
+                                 "or wait for the whole array with depends_on: [{array: ID}] in tacc.yaml")
+            if "+" in tid:
+                raise ValueError(f"{opt}: {tid[:40]!r}: a delay (+minutes) is not supported")
+            if not _DEP_ID_RE.fullmatch(tid):
+                raise ValueError(f"{opt}: {tid[:40]!r} is not a task id")
+            dep = {"task": int(tid), "when": DEPENDENCY_TYPES[kind]}
+            if dep not in deps:
+                deps.append(dep)
+    acc["depends_on"] = deps
+
+
 # sbatch long option -> how it maps into the schema.
 SBATCH_OPTIONS: dict[str, Callable[[dict[str, Any], str, str], None]] = {
     "nodes": _set("resources.nodes", _count),
@@ -235,6 +294,8 @@ SBATCH_OPTIONS: dict[str, Callable[[dict[str, Any], str, str], None]] = {
     "mail-user": _mail_user,
     "requeue": _flag,
     "no-requeue": _flag,
+    "array": _array,
+    "dependency": _dependency,
 }
 
 

@@ -25,7 +25,11 @@ What TACC's ``tcloud`` does with the file (turingaicloud/tcloud-sdk,
   workdir) or ``user_log_file`` (in the persistent directory).
 
 tacc_hub extensions, accepted beside the four parts: ``runtime``, ``outputs``,
-``qos``, ``network``, ``code``.
+``qos``, ``network``, ``code``, and (issue 20) ``array`` (a range, a list or a grid, as in tacc.yaml),
+``depends_on`` and ``inputs``. In ``job.general``, ``array=0-15%4`` is the array and
+``dependency=afterok:ID[:ID],afterany:ID,afternotok:ID`` waits for those tasks (see ``sbatch``); an
+element's index and parameters are ``$TACC_ARRAY_INDEX`` and ``$TACC_PARAM_<NAME>`` in the command
+(placeholders are for argv only, and a tuxiv.conf's command is a shell line).
 
 Invariant: pure. Every error names the field (``job.general[2]``) and, when the
 text came from a file, its line (``tuxiv.conf line 7: ...`` in the message).
@@ -48,7 +52,8 @@ from .tacc_yaml import normalize_document
 from .task import TaskSpec
 from .yamlsafe import Located, YamlPath, load_yaml_located
 
-TOP_KEYS = {"entrypoint", "environment", "job", "datasets", "runtime", "outputs", "qos", "network", "code"}
+TOP_KEYS = {"entrypoint", "environment", "job", "datasets", "runtime", "outputs", "qos", "network", "code", "array",
+            "depends_on", "inputs"}
 JOB_KEYS = {"name", "general", "module", "env", "log"}
 ENV_KEYS = {"name", "cachedenvname", "channels", "dependencies"}
 __all__ = ["SBATCH_OPTIONS", "UNSAFE_SBATCH", "TuxivFile", "entrypoint_command", "load_tuxiv", "parse_sbatch",
@@ -235,7 +240,7 @@ def _build(doc: Any, default_name: str, raw: Callable[[YamlPath], str | None]) -
         "entrypoint": {"shell": [entrypoint_command(doc.get("entrypoint"), raw)]},
         "datasets": _list_of_str(doc.get("datasets"), "datasets"),
     }
-    for key in ("runtime", "outputs", "qos", "network", "code"):
+    for key in ("runtime", "outputs", "qos", "network", "code", "array", "depends_on", "inputs"):
         origin[key] = key
         if key in doc:
             data[key] = doc[key]
@@ -256,6 +261,9 @@ def _build(doc: Any, default_name: str, raw: Callable[[YamlPath], str | None]) -
         data[key] = path
 
     options, where = parse_sbatch_located(job.get("general"))
+    for key in ("array", "depends_on"):
+        if key in options and key in doc:
+            raise SpecError.one(where[key], f"give {key} once: here or as the file's {key}, not both")
     for dotted, value in options.items():
         _put(data, dotted, value)
     origin.update(where)
