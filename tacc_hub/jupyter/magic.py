@@ -4,11 +4,19 @@
 %load_ext tacc_hub
 %tacc submit [NOTEBOOK|SCRIPT] [--gpus N] [--nodes N] [--tasks-per-node N] [--cpus N] [--memory M]
              [--time T] [--partition P] [--runtime NAME] [--name NAME] [--code snapshot|git]
-             [--no-packages] [--no-monitor] [-- ARGS...]
+             [--no-packages] [--no-monitor]
+             [--array RANGE | --sweep NAME=V1,V2 ...] [--max-running N] [-- ARGS...]
 %%tacc [same options]            the cell's code runs as a task (from the current directory's code)
 %tacc ps [-s STATE] [-n N]       your tasks
 %tacc show ID | logs ID [-f] | cancel ID...
+%tacc array ID [--cancel]        an array: counts per state and its elements (or cancel all not yet ended)
 ```
+
+``--array 0-9`` (Slurm's syntax: ``0-15:2``, ``1,3,8-10``, ``0-15%4``) and ``--sweep lr=1e-3,3e-4 --sweep
+bs=32,64`` (the grid: every combination, in the order written) make the submitted spec an ``array``: one
+task per element, each seeing ``TACC_ARRAY_INDEX`` and ``TACC_PARAM_<NAME>``, and ``{lr}``-style
+placeholders in ARGS replaced item by item. Sweep values are numbers where they read as one (``32``,
+``1e-3``), else text as typed; they go into the spec's JSON, never through a shell.
 
 ``submit`` without a path submits this kernel's notebook as the Jupyter server names it now
 (``session.find_server``: renames followed), and only once saved with the running cell in it;
@@ -28,6 +36,7 @@ import os
 import shlex
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -35,6 +44,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from tacc_hub.client import ApiClientError
+from tacc_hub.schema import SpecError, TaskSpec
 
 from .capture import CaptureError, capture, client_from_env, submit_captured
 from .monitor import TaskMonitor
@@ -64,6 +74,11 @@ def _resource_options(p: argparse.ArgumentParser) -> None:
                    help="send a snapshot (default), or the origin remote's commit plus a patch")
     p.add_argument("--no-packages", action="store_true", help="leave the pinned packages out of the spec")
     p.add_argument("--no-monitor", action="store_true", help="print instead of showing the live monitor")
+    p.add_argument("--array", metavar="RANGE",
+                   help="an array of tasks: 0-9, 0-15:2, 1,3,8-10, 0-15%%4 (at most 4 at once)")
+    p.add_argument("--sweep", metavar="NAME=V1,V2", action="append", default=[],
+                   help="a parameter grid (repeat for more parameters: every combination is one task)")
+    p.add_argument("--max-running", type=int, metavar="N", help="at most N elements of the array at once")
 
 
 def parser() -> _Parser:
@@ -82,6 +97,9 @@ def parser() -> _Parser:
             q.add_argument("-f", "--follow", action="store_true", help="wait until the task ends")
     c = sub.add_parser("cancel")
     c.add_argument("task_ids", type=int, nargs="+")
+    a = sub.add_parser("array", help="an array: counts per state and its elements")
+    a.add_argument("array_id", type=int)
+    a.add_argument("--cancel", action="store_true", help="cancel every element not yet ended")
     return p
 
 
@@ -98,6 +116,73 @@ def _packages_default() -> bool:
 def _resources(ns: argparse.Namespace) -> dict[str, Any]:
     return {"gpus": ns.gpus, "nodes": ns.nodes, "tasks_per_node": ns.tasks_per_node, "cpus": ns.cpus,
             "memory": ns.memory, "time": ns.time, "partition": ns.partition}
+
+
+def _scalar(text: str) -> int | float | str:
+    """A sweep value: an int or a finite float where the text reads as one, else the text as typed."""
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return value if value == value and value not in (float("inf"), float("-inf")) else text
+
+
+def array_of(ns: argparse.Namespace) -> dict[str, Any] | None:
+    """The spec's ``array`` from ``--array`` / ``--sweep`` / ``--max-running`` (None: a single task)."""
+    if ns.array is not None and ns.sweep:
+        raise UsageError("%tacc submit: give --array or --sweep, not both")
+    if ns.max_running is not None and ns.array is None and not ns.sweep:
+        raise UsageError("%tacc submit: --max-running is for an array (--array or --sweep)")
+    array: dict[str, Any]
+    if ns.array is not None:
+        spec = ns.array.strip()
+        max_running = None
+        if "%" in spec:
+            spec, _, limit = spec.partition("%")
+            if not limit.isdigit():
+                raise UsageError(f"%tacc submit: --array {ns.array}: after % comes how many run at once, e.g. 0-15%4")
+            max_running = int(limit)
+        array = {"range": spec}
+        if max_running is not None:
+            array["max_running"] = max_running
+    elif ns.sweep:
+        grid: dict[str, list[Any]] = {}
+        for item in ns.sweep:
+            name, sep, values = item.partition("=")
+            name = name.strip()
+            if not sep or not name or not values:
+                raise UsageError(f"%tacc submit: --sweep {item}: give NAME=V1,V2 (e.g. --sweep lr=1e-3,3e-4)")
+            if name in grid:
+                raise UsageError(f"%tacc submit: --sweep {name} is given twice")
+            grid[name] = [_scalar(v.strip()) for v in values.split(",")]
+        array = {"grid": grid}
+    else:
+        return None
+    if ns.max_running is not None:
+        array["max_running"] = ns.max_running
+    return array
+
+
+def with_array(spec: TaskSpec, array: dict[str, Any] | None) -> TaskSpec:
+    """The spec with ``array`` added, validated as the service validates it (a UsageError naming the field)."""
+    if array is None:
+        return spec
+    data = spec.model_dump(mode="json", by_alias=True)
+    data["array"] = array
+    try:
+        return TaskSpec.model_validate(data)
+    except (SpecError, ValueError) as exc:
+        errors = getattr(exc, "errors", None)
+        lines = []
+        if callable(errors):  # pydantic's ValidationError
+            for e in errors():
+                where = ".".join(str(x) for x in e.get("loc", ()))
+                lines.append(f"\n  {where}: {e.get('msg')}")
+        raise UsageError(f"tacc: the array is not valid{''.join(lines) or f': {exc}'}") from None
 
 
 def _norm(source: str) -> str:
@@ -206,6 +291,13 @@ class TaccMagics(Magics):
                 for task_id in ns.task_ids:
                     t = _api(client.cancel, task_id)
                     print(f"task {t['id']}: {t['status']}")
+            elif ns.cmd == "array":
+                if ns.cancel:
+                    a = _api(client.cancel_array, ns.array_id)
+                    print(f"array {a['id']} {a['name']}[{a['size']}]: {a.get('cancelled', 0)} cancelled; "
+                          f"{_counts(a)}")
+                else:
+                    self._array(_api(client.array, ns.array_id))
         return None
 
     def _submit(self, ns: argparse.Namespace, *, path: str | None, cell: str | None, args: list[str],
@@ -217,10 +309,16 @@ class TaccMagics(Magics):
         except CaptureError as exc:
             detail = "".join(f"\n  {e.get('field')}: {e.get('message')}" for e in exc.errors)
             raise UsageError(f"tacc: {exc.message}{detail}") from None
+        array = array_of(ns)
+        if array is not None:
+            cap = replace(cap, spec=with_array(cap.spec, array))
         for note in cap.notes:
             print(f"note: {note}", file=sys.stderr)
         with client_from_env() as client:
             task = _api(submit_captured, client, cap)
+        if task.get("array"):
+            self._submitted_array(task)
+            return None
         print(f"submitted task {task['id']} ({task['name']}, spec {task['digest'][:12]}): {status_line(task)}")
         if ns.no_monitor:
             return None
@@ -232,6 +330,27 @@ class TaccMagics(Magics):
             print(f"follow it with: %tacc logs {task['id']} -f")
             return None
         return monitor
+
+    @staticmethod
+    def _submitted_array(task: dict[str, Any]) -> None:
+        """What a submitted array is and how to follow it (the live monitor is for one task)."""
+        a = task["array"]
+        ids = task.get("task_ids") or [task["id"]]
+        span = f"task {ids[0]}" if len(ids) == 1 else f"tasks {ids[0]}..{ids[-1]}"
+        limit = f", at most {a['max_running']} at once" if a.get("max_running") else ""
+        print(f"submitted array {a['id']} ({a['name']}[{a['size']}], {span}{limit}): {_counts(a)}")
+        print(f"follow it with: %tacc array {a['id']}   (its elements; %tacc logs {ids[0]} -f for the first;"
+              f" %tacc array {a['id']} --cancel cancels all), or in the GPU tasks panel")
+
+    @staticmethod
+    def _array(a: dict[str, Any]) -> None:
+        limit = f", at most {a['max_running']} at once" if a.get("max_running") else ""
+        print(f"array {a['id']} {a['name']}[{a['size']}]: {a['status']}{limit}; {_counts(a)}")
+        if a.get("reason") and a.get("waiting"):
+            print(f"  {a['reason']}")
+        print(f"{'INDEX':>6}  {'TASK':>6}  {'STATUS':<10}  QUEUE / REASON")
+        for t in a.get("tasks", []):
+            print(f"{t.get('array_index', ''):>6}  {t['id']:>6}  {t['status']:<10}  {detail(t)}")
 
     @staticmethod
     def _ps(out: dict[str, Any]) -> None:
@@ -257,6 +376,14 @@ class TaccMagics(Magics):
                 return
             if not chunk.get("data"):
                 time.sleep(0.5)
+
+
+def _counts(a: dict[str, Any]) -> str:
+    """``3 done, 2 running, 4 waiting, 1 failed`` (cancelled too when there are)."""
+    text = (f"{a.get('done', 0)} done, {a.get('running', 0)} running, {a.get('waiting', 0)} waiting, "
+            f"{a.get('failed', 0)} failed")
+    cancelled = (a.get("counts") or {}).get("cancelled", 0)
+    return text + (f", {cancelled} cancelled" if cancelled else "")
 
 
 def load_ipython_extension(ipython: Any) -> None:
