@@ -6,6 +6,11 @@ raw mapping *before* validation: an override replaces a bad value in the file
 (``--gpus 4`` over ``gpus_per_node: 99``) and is itself checked like the file.
 ``OptionError`` reports a bad override by its option; ``snapshot`` replaces a
 local code directory by its content-addressed archive.
+
+A pipeline file (a YAML file whose top level has ``steps:`` and no ``entrypoint``; ``pipeline_file``
+tells) is read by ``load_pipeline``: a step's spec given as a path is read relative to the pipeline
+file, and its local code path rebased onto the pipeline file's directory, so every step's code is
+snapshotted from there.
 """
 
 from __future__ import annotations
@@ -96,6 +101,37 @@ def load(path: str | Path, overrides: dict[str, Any] | None = None,
         return with_overrides(tuxiv.data, overrides or {}, options,
                               lambda data: tuxiv.validate(data, overridden=given)), base
     return with_overrides(load_yaml(text, str(file)), overrides or {}, options), base
+
+
+def pipeline_file(path: str | Path) -> Path | None:
+    """The pipeline file ``path`` names (itself, or a directory's tacc.yaml), or None for a task file.
+
+    A file that cannot be read or parsed is left to :func:`load`, which says why."""
+    from tacc_hub.schema.pipeline import is_pipeline
+
+    try:
+        file = find(path)
+    except SpecError:
+        return None
+    if file.suffix == ".conf":
+        return None
+    try:
+        doc = load_yaml(file.read_bytes(), str(file))
+    except (SpecError, OSError):
+        return None
+    return file if is_pipeline(doc) else None
+
+
+def load_pipeline(file: Path) -> tuple[Any, Path]:
+    """The PipelineSpec in ``file``, every step's spec inline, and the directory its code paths are relative to."""
+    from tacc_hub.schema.pipeline import load_pipeline as from_data
+
+    base = file.parent.resolve()
+
+    def read(p: str) -> bytes:
+        return Path(p).read_bytes()
+
+    return from_data(load_yaml(file.read_bytes(), str(file)), base_dir=str(base), read=read), base
 
 
 def snapshot(spec: TaskSpec, base: Path) -> tuple[TaskSpec, bytes | None]:

@@ -202,23 +202,61 @@ _OVERRIDE_FIELDS = {
 
 
 def _overrides(kw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """The overrides given (field -> value) and how each was typed (field -> "--time 5x")."""
+    """The overrides given (field -> value) and how each was typed (field -> "--time 5x").
+
+    ``--array RANGE`` and ``--sweep NAME=V1,V2`` (the grid of every --sweep) replace the spec's ``array``."""
     given = {k: v for k, v in kw.items() if k in _OVERRIDE_FIELDS and v is not None}
-    return ({_OVERRIDE_FIELDS[k][0]: v for k, v in given.items()},
-            {_OVERRIDE_FIELDS[k][0]: f"{_OVERRIDE_FIELDS[k][1]} {v}" for k, v in given.items()})
+    values = {_OVERRIDE_FIELDS[k][0]: v for k, v in given.items()}
+    typed = {_OVERRIDE_FIELDS[k][0]: f"{_OVERRIDE_FIELDS[k][1]} {v}" for k, v in given.items()}
+    array, sweep = kw.get("array_range"), tuple(kw.get("sweep") or ())
+    if array is not None and sweep:
+        _die("give --array or --sweep, not both (a sweep's elements are the product of its values)")
+    if array is not None:
+        values["array"], typed["array"] = array, f"--array {array}"
+    elif sweep:
+        from .tcloud_arrays import sweep_grid
+
+        try:
+            values["array"] = {"grid": sweep_grid(sweep)}
+        except ValueError as exc:
+            _die(f"bad option {exc}")
+        typed["array"] = " ".join(f"--sweep {s}" for s in sweep)
+    return values, typed
+
+
+def array_options(fn: Any) -> Any:
+    fn = click.option("--sweep", "sweep", multiple=True, metavar="NAME=V1,V2",
+                      help="Run a grid of parameters instead of the spec's array (repeatable: the product), "
+                           "e.g. --sweep lr=1e-3,3e-4 --sweep bs=32,64.")(fn)
+    return click.option("--array", "array_range", metavar="RANGE",
+                        help="Run as an array instead of the spec's array: 0-9, 0-30:10, 1,3,8-10; %N runs at "
+                             "most N at once (0-99%4).")(fn)
 
 
 @cli.command()
 @click.argument("path", default=".", type=click.Path())
 @overrides_option
+@array_options
 @click.option("--dry-run", is_flag=True, help="Compile on the service and print the plan; submit nothing.")
 @click.option("-f", "--follow", is_flag=True, help="Stream the task's output until it ends.")
 @click.option("--json", "as_json", is_flag=True, help="Print the service's answer as JSON.")
 @click.pass_obj
 def submit(obj: Ctx, path: str, dry_run: bool, follow: bool, as_json: bool, **kw: Any) -> None:
-    """Submit PATH (a directory, tacc.yaml or tuxiv.conf) as a task."""
+    """Submit PATH (a directory, tacc.yaml or tuxiv.conf) as a task, or a pipeline file (a top-level steps:).
+
+    A spec with an array (or --array/--sweep) is submitted as one request and prints the array's id and its
+    tasks' ids; a pipeline prints its id and each step's task."""
+    from . import taskfile
+
+    pfile = taskfile.pipeline_file(path)
+    if pfile is not None:
+        _submit_pipeline(obj, pfile, dry_run, follow, as_json, kw)
+        return
     spec, base = _load_spec(path, kw)
     options = _overrides(kw)[1]
+    if follow and spec.array is not None and not dry_run:
+        _die("-f follows one task, and an array has many: submit without -f, then follow one element with "
+             "tcloud logs -f ID:INDEX")
     spec, archive = _snapshot(spec, base)
     client = obj.client
     body = spec.model_dump(mode="json", by_alias=True)
@@ -229,23 +267,66 @@ def submit(obj: Ctx, path: str, dry_run: bool, follow: bool, as_json: bool, **kw
             return
         _print_plan(out)
         return
-    if archive is not None and not _call(client.has_code, spec.code.digest):
-        if not sys.stderr.isatty():  # a spinner only for a person watching
-            _call(client.upload_code, spec.code.digest, archive)
-        else:
-            from rich.progress import Progress, SpinnerColumn, TextColumn
-
-            with Progress(SpinnerColumn(), TextColumn("{task.description}"), transient=True,
-                          console=_console(stderr=True)) as prog:
-                prog.add_task(f"uploading code ({len(archive) / 1024:.0f} KiB)", total=None)
-                _call(client.upload_code, spec.code.digest, archive)
+    _upload(client, spec, archive)
     task = _call(client.submit, body, options=options)
     if as_json:
         click.echo(json.dumps(task, indent=2))
+    elif task.get("array"):
+        from .tcloud_arrays import submitted_array
+
+        click.echo(submitted_array(task))
     else:
         click.echo(f"submitted task {task['id']} ({task['name']}, spec {task['digest'][:12]}): {task['status']}")
     if follow:
         sys.exit(_follow(client, int(task["id"])))
+
+
+def _upload(client: TaccClient, spec: Any, archive: bytes | None) -> None:
+    """Upload the spec's code snapshot unless the service has it from this user already."""
+    if archive is None or _call(client.has_code, spec.code.digest):
+        return
+    if not sys.stderr.isatty():  # a spinner only for a person watching
+        _call(client.upload_code, spec.code.digest, archive)
+        return
+    from rich.progress import Progress, SpinnerColumn, TextColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), transient=True,
+                  console=_console(stderr=True)) as prog:
+        prog.add_task(f"uploading code ({len(archive) / 1024:.0f} KiB)", total=None)
+        _call(client.upload_code, spec.code.digest, archive)
+
+
+def _submit_pipeline(obj: Ctx, file: Path, dry_run: bool, follow: bool, as_json: bool, kw: dict[str, Any]) -> None:
+    """``tcloud submit pipeline.yaml``: every step's code uploaded, then the whole pipeline as one request."""
+    from tacc_hub.schema import SpecError
+
+    from . import taskfile
+    from .tcloud_arrays import submitted_pipeline
+
+    given = sorted(o for o in _overrides(kw)[1].values())
+    if given:
+        _die(f"{given[0].split()[0]} applies to one task file; a pipeline's steps are set in their own specs ({file})")
+    if dry_run or follow:
+        _die(f"{'--dry-run' if dry_run else '-f'} is for one task; {file} is a pipeline (submit it, then "
+             "tcloud show ID)")
+    try:
+        pipeline, base = taskfile.load_pipeline(file)
+    except SpecError as exc:
+        _die(f"the pipeline file {file} is invalid:", [{"field": f, "message": m} for f, m in exc.errors])
+    except OSError as exc:
+        _die(str(exc))
+    client = obj.client
+    body = pipeline.model_dump(mode="json", by_alias=True)
+    for i, step in enumerate(pipeline.steps):
+        spec, archive = _snapshot(step.spec, base)
+        _upload(client, spec, archive)
+        body["steps"][i]["spec"] = spec.model_dump(mode="json", by_alias=True)
+    out = _call(client.submit_pipeline, body, what="pipeline")
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    for line in submitted_pipeline(out):
+        click.echo(line)
 
 
 def _raw(text: str) -> None:
@@ -354,13 +435,18 @@ def _cell_style(col: str, value: str) -> str:
 @cli.command()
 @click.option("-s", "--state", "states", multiple=True, help="Only tasks in this state (repeatable).")
 @click.option("-a", "--all", "all_users", is_flag=True, help="Every user's tasks (admins).")
-@click.option("-n", "--limit", default=50, show_default=True, help="How many tasks to show.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("-n", "--limit", default=50, show_default=True, help="How many rows to show.")
+@click.option("--expand", is_flag=True, help="One row per task: an array's elements (ARRAY is ID:INDEX) and a "
+              "pipeline's steps each on their own row.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON (the tasks as the service lists them).")
 @click.option("--rich/--plain", "fancy", default=None,
               help="A coloured table (default on a terminal) or plain aligned columns (default in a pipe).")
 @click.pass_obj
-def ps(obj: Ctx, states: tuple[str, ...], all_users: bool, limit: int, as_json: bool, fancy: bool | None) -> None:
-    """List tasks, newest first."""
+def ps(obj: Ctx, states: tuple[str, ...], all_users: bool, limit: int, expand: bool, as_json: bool,
+       fancy: bool | None) -> None:
+    """List tasks, newest first; an array or a pipeline is one row (its counts per state), unless --expand."""
+    from . import tcloud_arrays
+
     out = _call(obj.client.list, states=list(states) or None, limit=limit, all_users=all_users)
     if all_users:
         me = _call(obj.client.whoami)
@@ -369,18 +455,31 @@ def ps(obj: Ctx, states: tuple[str, ...], all_users: bool, limit: int, as_json: 
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
-    cols = ["ID", "NAME", "STATUS", *(["OWNER"] if all_users else []), "GPUS", "SUBMITTED", "TIME", "TIME LEFT",
-            "POS", "START", "REASON"]
-    rows = []
-    for t in out["tasks"]:
-        queue = t.get("queue")
-        rows.append([str(t["id"]), t["name"], t["status"], *([t["owner"]] if all_users else []), _gpus(t),
-                     _ago(t["submitted_at"]), _dur(t["started_at"], t["finished_at"]), _time_left(t),
-                     str(queue["position"]) if queue else "-", _eta(queue), t.get("reason") or ""])
+    grouped = any(t.get("array_id") or t.get("pipeline_id") for t in out["tasks"])
+    head = ["ID", *(["ARRAY"] if expand else []), "NAME", "STATUS", *(["TASKS"] if grouped and not expand else []),
+            *(["OWNER"] if all_users else [])]
+    cols = [*head, "GPUS", "SUBMITTED", "TIME", "TIME LEFT", "POS", "START", "REASON"]
+    if grouped and not expand:
+        rows, read = tcloud_arrays.grouped_rows(obj.client, out, limit, list(states) or None, all_users)
+        _table(cols, rows, fancy, wrap="REASON", styled="STATUS")
+        if out["total"] > read:
+            _note(f"{read} of {out['total']} tasks read (use -n)")
+        return
+    rows = [task_row(t, all_users, expand=expand) for t in out["tasks"]]
     more = f"{len(out['tasks'])} of {out['total']} shown (use -n)" if out["total"] > len(out["tasks"]) else ""
     _table(cols, rows, fancy, wrap="REASON", styled="STATUS")
     if more:
         _note(more)
+
+
+def task_row(t: dict[str, Any], all_users: bool, *, expand: bool = False, grouped: bool = False) -> list[str]:
+    """One task's ``ps`` row; ``expand`` adds ARRAY (ID:INDEX or -), ``grouped`` TASKS (- for a task of its own)."""
+    queue = t.get("queue")
+    array = f"{t['array_id']}:{t.get('array_index')}" if t.get("array_id") else "-"
+    return [str(t["id"]), *([array] if expand else []), t["name"], t["status"], *(["-"] if grouped else []),
+            *([t["owner"]] if all_users else []), _gpus(t), _ago(t["submitted_at"]),
+            _dur(t["started_at"], t["finished_at"]), _time_left(t), str(queue["position"]) if queue else "-",
+            _eta(queue), t.get("reason") or ""]
 
 
 def _gpus(t: dict[str, Any]) -> str:
@@ -392,7 +491,12 @@ def _gpus(t: dict[str, Any]) -> str:
 
 
 def _table(cols: list[str], rows: list[list[str]], fancy: bool | None, wrap: str = "", styled: str = "") -> None:
-    """A rich table on a terminal; plain aligned columns (no colour, nothing cut, no rich import) in a pipe."""
+    """A rich table on a terminal; plain aligned columns (no colour, nothing cut, no rich import) in a pipe.
+
+    Cells are the service's text (names, reasons): terminal controls in them are written visibly."""
+    from .termsafe import sanitize
+
+    rows = [[sanitize(v) for v in r] for r in rows]
     if fancy is None:
         fancy = sys.stdout.isatty()
     if not fancy:
@@ -414,25 +518,59 @@ def _table(cols: list[str], rows: list[list[str]], fancy: bool | None, wrap: str
     _console().print(table)
 
 
+def _task_ref() -> Any:
+    from .tcloud_arrays import TaskRef
+
+    return TaskRef()
+
+
 @cli.command()
-@click.argument("task_id", type=int)
+@click.argument("ref", metavar="ID[:INDEX]", type=_task_ref())
 @click.option("--json", "as_json", is_flag=True, help="Print JSON (with spec and plan).")
+@click.option("--rich/--plain", "fancy", default=None, help="An array's or pipeline's table: coloured or plain.")
 @click.pass_obj
-def show(obj: Ctx, task_id: int, as_json: bool) -> None:
-    """Show one task."""
+def show(obj: Ctx, ref: tuple[int, int | None], as_json: bool, fancy: bool | None) -> None:
+    """Show one task; ID:INDEX is element INDEX of array ID.
+
+    The id of an array (its first element's) or of a pipeline (its first task's) shows the whole array (its
+    counts and elements) or pipeline (its steps)."""
+    from . import tcloud_arrays
+
+    task_id = tcloud_arrays.resolve(obj.client, ref)
     t = _call(obj.client.show, task_id)
+    if ref[1] is None and t.get("pipeline_id") == task_id:
+        p = _call(obj.client.pipeline, task_id)
+        if as_json:
+            click.echo(json.dumps(p, indent=2))
+        else:
+            tcloud_arrays.print_pipeline(p, fancy)
+        return
+    if ref[1] is None and t.get("array_id") == task_id:
+        a = _call(obj.client.array, task_id)
+        if as_json:
+            click.echo(json.dumps(a, indent=2))
+        else:
+            tcloud_arrays.print_array(obj.client, a, fancy)
+        return
     if as_json:
         click.echo(json.dumps(t, indent=2))
         return
     import yaml
     from rich.markup import escape as e
 
+    from .termsafe import sanitize
+
     con = _console()
     st = t["status"]
     con.print(f"[bold]task {t['id']}[/] {e(t['name'])}  [{STATUS_STYLE.get(st, '')}]{st}[/]"
               + (f"  exit {t['exit_code']}" if t.get("exit_code") is not None else ""))
+    if t.get("array_id"):
+        con.print(f"array {t['array_id']} element {t.get('array_index')} (tcloud show {t['array_id']}: the whole "
+                  "array)" if t["array_id"] != t["id"] else f"array {t['array_id']} element {t.get('array_index')}")
+    if t.get("pipeline_id"):
+        con.print(f"pipeline {t['pipeline_id']}")
     if t.get("reason"):
-        con.print(f"reason: {e(t['reason'])}")
+        con.print(f"reason: {e(sanitize(t['reason']))}")
     queue = t.get("queue")
     if queue:
         at = queue.get("estimated_start")
@@ -586,19 +724,23 @@ def _follow(client: TaccClient, task_id: int, offset: int = 0, raw: bool = False
 
 
 @cli.command()
-@click.argument("task_id", type=int)
+@click.argument("ref", metavar="ID[:INDEX]", type=_task_ref())
 @click.option("-f", "--follow", is_flag=True, help="Keep streaming until the task ends.")
 @click.option("--offset", default=0, help="Start at this byte offset.")
 @click.option("--raw", is_flag=True,
               help="Write the output as it is, escape sequences included (default: colours kept, other "
                    "terminal controls shown as text, e.g. \\x1b).")
 @click.pass_obj
-def logs(obj: Ctx, task_id: int, follow: bool, offset: int, raw: bool) -> None:
+def logs(obj: Ctx, ref: tuple[int, int | None], follow: bool, offset: int, raw: bool) -> None:
     """Print a task's output (stdout and stderr); a task that has not started says so on stderr.
 
-    The output is the task owner's text: terminal controls in it other than colours (clipboard writes,
-    titles, cursor moves) are written visibly instead of acted on, unless --raw."""
+    ID:INDEX is element INDEX of array ID. The output is the task owner's text: terminal controls in it
+    other than colours (clipboard writes, titles, cursor moves) are written visibly instead of acted on,
+    unless --raw."""
+    from .tcloud_arrays import resolve
+
     client = obj.client
+    task_id = resolve(client, ref)
     if follow:
         why = _waiting(_call(client.show, task_id))
         if why:
@@ -623,13 +765,34 @@ def logs(obj: Ctx, task_id: int, follow: bool, offset: int, raw: bool) -> None:
 
 
 @cli.command()
-@click.argument("task_ids", type=int, nargs=-1, required=True)
+@click.argument("refs", metavar="ID[:INDEX]...", type=_task_ref(), nargs=-1, required=True)
 @click.pass_obj
-def cancel(obj: Ctx, task_ids: tuple[int, ...]) -> None:
-    """Cancel tasks."""
-    for tid in task_ids:
-        t = _call(obj.client.cancel, tid)
-        click.echo(f"task {tid}: {t['status']}")
+def cancel(obj: Ctx, refs: tuple[tuple[int, int | None], ...]) -> None:
+    """Cancel tasks; ID:INDEX is element INDEX of array ID.
+
+    The id of an array (its first element's) cancels every element not yet ended, as scancel does; the id of a
+    pipeline (its first task's) every step not yet ended."""
+    from .tcloud_arrays import element_id
+    from .termsafe import sanitize
+
+    client = obj.client
+    for tid, index in refs:
+        if index is not None:
+            eid = element_id(client, tid, index)
+            t = _call(client.cancel, eid)
+            click.echo(f"task {eid} (array {tid}:{index}): {t['status']}")
+            continue
+        t = _call(client.show, tid)
+        if t.get("pipeline_id") == tid:
+            p = _call(client.cancel_pipeline, tid)
+            click.echo(sanitize(f"pipeline {tid} ({p.get('name')}): {p.get('cancelled', 0)} task(s) cancelled"))
+        elif t.get("array_id") == tid:
+            a = _call(client.cancel_array, tid)
+            click.echo(sanitize(f"array {tid} ({a.get('name')}): {a.get('cancelled', 0)} of {a.get('size')} "
+                                "tasks cancelled"))
+        else:
+            t = _call(client.cancel, tid)
+            click.echo(f"task {tid}: {t['status']}")
 
 
 def _duration_arg(text: str) -> int:
