@@ -1,4 +1,5 @@
 // tacc_hub admin pages: quotas (view, edit), usage charts, the queue, cluster occupancy.
+// The queue shows an array's waiting elements as one row (expandable to them).
 // Everything comes from the service's JSON API (relative to this page); changes send the hub's
 // XSRF token. Text from the API is always inserted as text, never as HTML.
 "use strict";
@@ -127,17 +128,67 @@ async function loadUsage() {
 }
 
 function gpusOf(t) {
+  if (typeof t.gpus_requested === "number") return t.gpus_requested; // the list's answers carry no spec
   const r = t.spec && t.spec.resources;
   return r ? (r.nodes || 1) * (r.gpus_per_node || 0) : "";
+}
+
+// Arrays whose elements are shown (the queue is redrawn every 5 s; what is open stays open).
+const openArrays = new Set();
+
+function queueRow(t, element) {
+  return el("tr", element ? { class: "element", "data-array-id": t.array_id, "data-task-id": t.id } : { "data-task-id": t.id },
+    el("td", { class: "num" }, t.queue?.position ?? ""), el("td", { class: "num" }, element ? `[${t.array_index ?? "?"}] ${t.id}` : t.id),
+    el("td", {}, t.owner), el("td", {}, t.name), el("td", { class: "num" }, gpusOf(t)), el("td", {}, t.queue?.reason ?? ""),
+    el("td", {}, when(t.queue?.estimated_start)), el("td", {}, t.queue?.detail ?? t.reason ?? ""));
+}
+
+function countsOf(a, waitingHere) {
+  if (!a) return `${waitingHere} waiting`;
+  const parts = [`${a.running} running`, `${a.waiting} waiting`, `${a.done} done`, `${a.failed} failed`];
+  if (a.counts?.cancelled) parts.push(`${a.counts.cancelled} cancelled`);
+  return parts.join(", ");
+}
+
+// One row per array (owner, name[size], counts, GPUs of each element), its waiting elements below it when opened.
+function arrayRows(id, a, elements) {
+  const first = elements[0];
+  const open = openArrays.has(id);
+  const size = a ? a.size : elements.length;
+  const gpus = gpusOf(first);
+  const toggle = el("button", { type: "button", class: "toggle", "aria-expanded": String(open),
+    "aria-label": `${open ? "hide" : "show"} the ${elements.length} waiting elements of array ${id}`,
+    onclick: () => { if (openArrays.has(id)) openArrays.delete(id); else openArrays.add(id); loadQueue().catch(() => {}); } },
+    open ? "▾" : "▸", ` array ${id}`);
+  const detail = [countsOf(a, elements.length), a?.reason].filter(Boolean).join("; ");
+  const head = el("tr", { class: "array", "data-array-id": id, "data-size": size },
+    el("td", { class: "num" }, first.queue?.position ?? ""), el("td", {}, toggle), el("td", {}, first.owner),
+    el("td", {}, `${a ? a.name : first.name}[${size}]`), el("td", { class: "num" }, gpus === "" ? "" : `${gpus} each`),
+    el("td", {}, first.queue?.reason ?? ""), el("td", {}, when(first.queue?.estimated_start)), el("td", { class: "counts" }, detail));
+  return open ? [head, ...elements.map((t) => queueRow(t, true))] : [head];
 }
 
 async function loadQueue() {
   const { tasks } = await api("GET", "api/tasks?all=1&state=pending&limit=500");
   tasks.sort((a, b) => (a.queue?.position ?? 1e9) - (b.queue?.position ?? 1e9));
-  document.querySelector("#queue-table tbody").replaceChildren(...tasks.map((t) => el("tr", {},
-    el("td", { class: "num" }, t.queue?.position ?? ""), el("td", { class: "num" }, t.id), el("td", {}, t.owner),
-    el("td", {}, t.name), el("td", { class: "num" }, gpusOf(t)), el("td", {}, t.queue?.reason ?? ""),
-    el("td", {}, when(t.queue?.estimated_start)), el("td", {}, t.queue?.detail ?? t.reason ?? ""))));
+  const arrays = new Map();
+  if (tasks.some((t) => t.array_id != null)) {
+    try {
+      for (const a of (await api("GET", "api/arrays?all=1&limit=200")).arrays) arrays.set(a.id, a);
+    } catch (e) { console.warn("arrays", e); } // counts then of the waiting elements only
+  }
+  const byArray = new Map();
+  for (const t of tasks) {
+    if (t.array_id == null) continue;
+    if (!byArray.has(t.array_id)) byArray.set(t.array_id, []);
+    byArray.get(t.array_id).push(t);
+  }
+  const rows = [];
+  for (const t of tasks) {
+    if (t.array_id == null) rows.push(queueRow(t, false));
+    else if (byArray.get(t.array_id)[0] === t) rows.push(...arrayRows(t.array_id, arrays.get(t.array_id), byArray.get(t.array_id)));
+  }
+  document.querySelector("#queue-table tbody").replaceChildren(...rows);
 }
 
 async function loadCluster() {
