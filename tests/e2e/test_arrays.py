@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import Api, ServiceProcess, tcloud, write_task
+from .conftest import ROOT, Api, ServiceProcess, tcloud, write_task
 from .groups_util import (
     RECORDER,
     TERMINAL,
@@ -281,3 +281,28 @@ def test_a_shell_entrypoint_with_a_placeholder_is_refused_naming_the_variable(sv
     assert status == 422 and "entrypoint.argv[2]" in json.dumps(body), (status, body)
     _, mine = api.call("GET", "/api/arrays")
     assert not any(a["name"] in ("bad", "typo") for a in mine["arrays"]), mine
+
+
+def test_the_sweep_example_through_tcloud(svc):
+    """examples/sweep: 6 elements (3 lr x 2 batch sizes), one row in tcloud ps, each element's log by ID:INDEX."""
+    res = tcloud(svc, "alice", "submit", str(ROOT / "examples" / "sweep"), "--json")
+    assert res.returncode == 0, res.stderr + res.stdout
+    out = json.loads(res.stdout)
+    aid = out["array"]["id"]
+    api = Api(svc.url, svc.token("alice"))
+    try:
+        assert out["array"]["size"] == 6 and out["array"]["max_running"] == 4, out["array"]
+        final = wait_array(api, aid, lambda a: a["status"] in TERMINAL, timeout=120, what="ended")
+    finally:
+        cancel_and_wait(api, [], [aid])
+    assert final["counts"] == {"succeeded": 6}, final["counts"]
+    ps = tcloud(svc, "alice", "ps")
+    assert ps.returncode == 0, ps.stderr
+    rows = [ln for ln in ps.stdout.splitlines() if "sweep-example" in ln]
+    assert len(rows) == 1 and "sweep-example[6]" in rows[0], ps.stdout
+    logs = tcloud(svc, "alice", "logs", f"{aid}:3")
+    assert logs.returncode == 0, logs.stderr
+    assert "element 3: lr 0.1 batch 64 -> loss" in logs.stdout, logs.stdout
+    for t in final["tasks"]:
+        result = json.loads((svc.data_dir / "tasks" / str(t["id"]) / "work" / "outputs" / "result.json").read_text())
+        assert result["index"] == str(t["array_index"]) and 0 <= result["loss"] < 1, result
