@@ -11,15 +11,17 @@ import json
 import posixpath
 
 from tacc_hub.schema import SpecError, TaskSpec
+from tacc_hub.schema.arrays import value_text
 from tacc_hub.schema.task import GitCode, LocalCode, SnapshotCode
 
 from .network import network_env
-from .plan import CodePlan, EnvPlan, EnvRef, ExecutionPlan, Features, TensorBoardPlan
+from .plan import CodePlan, EnvPlan, EnvRef, ExecutionPlan, Features, InputPlan, TensorBoardPlan
 from .render import render_script
 from .runtime import LaunchContext, get_runtime, parse_options
 from .site import SiteProfile
 
 ENTRYPOINT_FILE = "entrypoint.sh"
+PARAMS_FILE = "params.json"
 
 
 def _env_plan(spec: TaskSpec, site: SiteProfile) -> EnvPlan:
@@ -128,11 +130,46 @@ def _tensorboard_plan(spec: TaskSpec, site: SiteProfile) -> TensorBoardPlan | No
     return TensorBoardPlan(logdir=logdir, command=list(site.tensorboard_command))
 
 
+def _array_env(spec: TaskSpec) -> tuple[dict[str, str], dict[str, str]]:
+    """An array element's variables and its params.json ({"index", "size", "params"}, canonical JSON: keys sorted,
+    no spaces, ASCII). Parameter values as ``arrays.value_text`` writes them (the program reads text)."""
+    el = spec.array_element
+    if el is None:
+        return {}, {}
+    env = {"TACC_ARRAY_INDEX": str(el.index), "TACC_ARRAY_SIZE": str(el.size)}
+    seen: dict[str, str] = {}
+    for name, value in el.params.items():
+        key = "TACC_PARAM_" + name.upper()
+        if key in seen:
+            raise SpecError.one(f"array_element.params.{name}", f"{seen[key]} and {name} are both {key}")
+        seen[key] = name
+        env[key] = value_text(value)
+    body = json.dumps({"index": el.index, "size": el.size, "params": el.params}, sort_keys=True,
+                      separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return env, {PARAMS_FILE: body + "\n"}
+
+
+def _inputs(spec: TaskSpec) -> list[InputPlan]:
+    out: list[InputPlan] = []
+    for i, inp in enumerate(spec.inputs):
+        if inp.from_ is not None:
+            raise SpecError.one(f"inputs[{i}].from", "names a pipeline step: only a pipeline's steps have `from`; "
+                                "outside one, name the task (task: ID) or the array (array: ID)")
+        to = posixpath.normpath(inp.to if inp.to is not None else inp.path)
+        if to == ".":
+            raise SpecError.one(f"inputs[{i}].to", "name a path inside the work directory, not the directory itself")
+        out.append(InputPlan(task=inp.task, array=inp.array, path=posixpath.normpath(inp.path), to=to))
+    return out
+
+
 def compile_task(spec: TaskSpec, site: SiteProfile) -> ExecutionPlan:
+    if spec.array is not None:
+        raise SpecError.one("array", "an array is compiled element by element (schema.arrays.expand)")
     _check_site(spec, site)
     env = _env_plan(spec, site)
     code = _code_plan(spec, site)
-    files: dict[str, str] = {}
+    array_env, files = _array_env(spec)
+    inputs = _inputs(spec)
     ep = spec.entrypoint
     if ep.shell is not None:
         files[ENTRYPOINT_FILE] = "set -e\n" + "\n".join(ep.shell) + "\n"
@@ -161,11 +198,11 @@ def compile_task(spec: TaskSpec, site: SiteProfile) -> ExecutionPlan:
     script = render_script(
         name=spec.name, task_digest=digest, env=env, variables=dict(spec.environment.variables),
         modules=list(spec.environment.modules), datasets=datasets, workdir=spec.workdir, launch=launch,
-        user_log=spec.user_log_file, tensorboard=tensorboard,
+        user_log=spec.user_log_file, tensorboard=tensorboard, array_env=array_env,
     )
     return ExecutionPlan(
         task_digest=digest, name=spec.name, resources=r, runtime=spec.runtime.kind,
         procs_per_node=launch.procs_per_node, env=env, code=code, workdir=spec.workdir, datasets=datasets,
         outputs=list(spec.outputs), log_file=spec.log_file, files=files, launch=launch,
-        features=_features(spec), script=script, tensorboard=tensorboard,
+        features=_features(spec), script=script, tensorboard=tensorboard, array_env=array_env, inputs=inputs,
     )

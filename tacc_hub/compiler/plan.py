@@ -33,6 +33,7 @@ LAUNCH_ENV = {
     "TACC_TENSORBOARD_PORT": "the port TensorBoard listens on, on node rank 0 at TACC_MASTER_ADDR (spec `tensorboard`)",
     "TACC_TENSORBOARD_SECRET": "TensorBoard's secret path prefix (spec `tensorboard`); launch.sh gives it to "
     "TensorBoard alone and unsets it before the program runs",
+    "TACC_ARRAY_ID": "the array the task is an element of (Launch.array_id; unset for a task of its own)",
 }
 
 
@@ -113,6 +114,25 @@ class TensorBoardPlan(Model):
                                "(first word looked up on the PATH; a trailing `-m tensorboard.main` is dropped).")
 
 
+class InputPlan(Model):
+    """Files of an earlier task copied into this one's work directory before its program starts (spec ``inputs``).
+
+    From a task: ``<tasks root>/<task>/work/<path>`` is copied to ``$TACC_WORKDIR/<to>``. From an array:
+    each element's ``<path>`` to ``$TACC_WORKDIR/<to>/<index>`` (a directory's contents there, a file as
+    ``<to>/<index>/<its name>``); the elements' task ids are in ``tasks`` ([index, id] pairs), which the
+    service fills in (``with_array_inputs``) once the array's elements exist: the compiler cannot know them.
+    """
+
+    task: int | None = Field(None, description="The producing task's id.")
+    array: int | None = Field(None, description="The producing array's id.")
+    path: str = Field(description="In the producer's work directory (validated RelPath, normalized).")
+    to: str = Field(description="In this task's work directory (normalized; default: path).")
+    tasks: list[tuple[int, int]] = Field(
+        default_factory=list, exclude_if=lambda v: not v,
+        description="An array input's elements: [index, task id], in index order; filled in by the service.",
+    )
+
+
 class Features(Model):
     language: Literal["python", "shell", "notebook", "other"]
     size_class: Literal["cpu", "small", "medium", "large"]
@@ -141,3 +161,27 @@ class ExecutionPlan(Model):
         None, exclude_if=lambda v: v is None,  # left out while unset: plans without it are as they were
         description="TensorBoard beside the task, when its spec asks for it.",
     )
+    # Issue 20; each left out while unset, as tensorboard.
+    array_env: dict[VarName, str] = Field(
+        default_factory=dict, exclude_if=lambda v: not v,
+        description="An array element's TACC_ARRAY_INDEX, TACC_ARRAY_SIZE and TACC_PARAM_<NAME> (also in launch.sh; "
+                    "params.json is in `files`). TACC_ARRAY_ID is the executor's (Launch.array_id).",
+    )
+    inputs: list[InputPlan] = Field(
+        default_factory=list, exclude_if=lambda v: not v,
+        description="Copied into the work directory, as the task's user, once, before any node starts the program.",
+    )
+
+
+def with_array_inputs(plan: ExecutionPlan, elements: dict[int, list[tuple[int, int]]]) -> ExecutionPlan:
+    """``plan`` with the element ids of each array input filled in: ``elements[array id]`` = [(index, task id)].
+
+    For the service (a pipeline step consuming an array step's outputs, a spec with ``inputs: [{array: ID}]``):
+    it knows the elements once they are inserted. An array not in ``elements`` is left as it is (its launch then
+    fails, naming the input).
+    """
+    if not any(i.array is not None for i in plan.inputs):
+        return plan
+    inputs = [i.model_copy(update={"tasks": sorted((int(x), int(t)) for x, t in elements[i.array])})
+              if i.array is not None and i.array in elements else i for i in plan.inputs]
+    return plan.model_copy(update={"inputs": inputs})

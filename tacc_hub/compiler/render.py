@@ -166,6 +166,7 @@ def render_script(
     launch: NodeLaunch,
     user_log: str | None = None,
     tensorboard: TensorBoardPlan | None = None,
+    array_env: dict[str, str] | None = None,
 ) -> str:
     lines = [
         "#!/usr/bin/env bash",
@@ -177,6 +178,10 @@ def render_script(
     ]
     for key in sorted(variables):
         lines.append(f"export {key}={q(variables[key])}")
+    if array_env:  # an array element: its index and parameters, as text (quoted), and params.json beside launch.sh
+        for key in sorted(array_env):
+            lines.append(f"export {key}={q(array_env[key])}")
+        lines.append('export TACC_PARAMS_FILE="${TACC_TASKDIR}"/params.json')
     for mod in modules:
         lines.append(f"module load {q(mod)}")
     lines += _env_lines(env)

@@ -155,6 +155,8 @@ def task_env(launch: Launch, tdir: Path, user_dir: Path, grace_period: float) ->
         "TACC_ATTEMPT": str(launch.attempt),
         "TACC_PREEMPT_GRACE": f"{grace_period:g}",
         **({"TACC_DEADLINE": str(int(launch.deadline))} if launch.deadline is not None else {}),
+        # an array's element (issue 20): the array's id; its index and parameters are in launch.sh (plan.array_env)
+        **({"TACC_ARRAY_ID": str(int(launch.array_id))} if launch.array_id is not None else {}),
     }
 
 
