@@ -36,6 +36,35 @@ def parse_spec(body: bytes, fmt: str, ctype: str) -> Any:
     return spec_from_data(doc)
 
 
+MAX_STEPS = 64
+"""Most steps one pipeline may have (checked before the steps are validated)."""
+
+
+def parse_pipeline(body: bytes, ctype: str) -> Any:
+    """A PipelineSpec (every step's spec inline) from a YAML or JSON body; ``SpecError`` naming the field.
+
+    More than ``MAX_STEPS`` steps is refused before any step is validated; the steps' order (unknown
+    needs, cycles, an input from a step not needed) is checked here too, so nothing is stored for it.
+    """
+    from tacc_hub.schema.pipeline import pipeline_from_data
+
+    doc = load_yaml(body, "request body") if ctype in YAML_TYPES else load_json(body or b"null", "request body")
+    if not isinstance(doc, dict):
+        raise SpecError.one("", "a pipeline is a mapping: {name: ..., steps: [...]}")
+    steps = doc.get("steps")
+    if isinstance(steps, list) and len(steps) > MAX_STEPS:
+        raise SpecError.one("steps", f"a pipeline has at most {MAX_STEPS} steps, not {len(steps)}")
+    return pipeline_from_data(doc)
+
+
+def parse_pipeline_job(body: bytes, ctype: str) -> Any:
+    """:func:`parse_pipeline`, with a refusal returned as :class:`Refused`."""
+    try:
+        return parse_pipeline(body, ctype)
+    except SpecError as exc:
+        return Refused("spec", str(exc), tuple(exc.errors))
+
+
 def parse_spec_job(body: bytes, fmt: str, ctype: str) -> Any:
     """:func:`parse_spec`, with a refusal returned as :class:`Refused`."""
     try:

@@ -1,4 +1,10 @@
-"""Task endpoints: submit, list, show, cancel, outputs."""
+"""Task endpoints: submit, list, show, cancel, outputs.
+
+A submitted spec that carries ``array`` becomes an array of tasks (``Controller.submit_array``): the
+answer is its first element's task plus ``array`` (the array, as ``GET /api/arrays/ID`` shows it) and
+``task_ids``, with ``Location: /api/arrays/ID``. A ``depends_on`` naming a task or array that is not
+the caller's is answered 404, as one that does not exist (``groups.NotFound``).
+"""
 
 from __future__ import annotations
 
@@ -17,11 +23,12 @@ from tacc_hub.executors.identity import IdentityError
 from tacc_hub.schema import SpecError
 from tacc_hub.store import TaskRecord, TaskStatus
 
+from . import groups
 from .auth import USER_RE
 from .base import ApiError, ApiHandler
 from .controller import Conflict, Controller
 from .heavyjobs import YAML_TYPES, Refused, parse_spec, parse_spec_job
-from .models import DryRunOut, TaskListOut, TaskOut
+from .models import DryRunOut, SubmittedOut, TaskListOut, TaskOut
 
 log = logging.getLogger("tacc_hub.api")
 
@@ -37,6 +44,7 @@ def task_out(ctl: Controller, rec: TaskRecord, *, full: bool = False, explain: b
         "submitted_at": rec.submitted_at, "gpus_requested": _gpus_requested(rec.spec),
         "started_at": rec.started_at, "finished_at": rec.finished_at, "placement": rec.placement,
         "cancel_requested": rec.cancel_requested,
+        "array_id": rec.array_id, "array_index": rec.array_index, "pipeline_id": rec.pipeline_id,
         "queue": None if info is None else {"reason": info.reason, "position": info.position,
                                             "estimated_start": info.estimated_start, "detail": info.detail},
         **ctl.time_info(rec),
@@ -56,39 +64,38 @@ class TasksHandler(ApiHandler):
             "summary": "List tasks, newest first (yours; everyone's for an admin with all=1).",
             "params": {"state": "filter by status (repeatable)", "limit": "page size, 1..500 (default 50)",
                        "before": "only tasks with a smaller id (pagination)", "all": "admin: every user's tasks",
-                       "owner": "admin: one user's tasks"},
+                       "owner": "admin: one user's tasks",
+                       "array": "only the elements of this array (yours; another's: 404)"},
             "response": TaskListOut,
         },
         "post": {
-            "summary": "Submit a task (JSON or YAML TaskSpec; format=tuxiv for a tuxiv.conf body).",
-            "params": {"dry_run": "1: compile only, store nothing", "format": "tacc (default) or tuxiv"},
+            "summary": "Submit a task (JSON or YAML TaskSpec; format=tuxiv for a tuxiv.conf body). A spec with "
+                       "`array` is an array of tasks, stored in one transaction: the answer is its first element "
+                       "with `array` and `task_ids` (Location: /api/arrays/ID).",
+            "params": {"dry_run": "1: compile only, store nothing (an array: its first element)",
+                       "format": "tacc (default) or tuxiv"},
             "request": "TaskSpec",
-            "response": TaskOut,
+            "response": SubmittedOut,
             "status": 201,
+            "errors": {"404": "a code snapshot you did not upload, or a depends_on task or array that is not yours"},
         },
     }
 
     def get(self) -> None:
-        states: list[TaskStatus] = []
-        for raw in self.get_query_arguments("state"):
-            for part in raw.split(","):
-                try:
-                    states.append(TaskStatus(part.strip().lower()))
-                except ValueError:
-                    allowed = ", ".join(s.value for s in TaskStatus)
-                    raise ApiError(400, f"unknown state {part[:32]!r} (one of {allowed})",
-                                   [{"field": "state", "message": "unknown state"}]) from None
+        states = parse_states(self)
         limit = self.int_arg("limit", 50, 1, 500)
         before = self.int_arg("before", 0, 0, 2**62) or None
-        owner: str | None = self.user
-        if self.admin:
-            wanted = self.get_query_argument("owner", None)
-            if wanted is not None and not USER_RE.fullmatch(wanted):
-                raise ApiError(400, "query parameter owner must be a user name", [
-                    {"field": "owner", "message": "letters, digits, '.', '_', '@', '-' (at most 64)"}])
-            owner = wanted or (None if self.get_query_argument("all", "0") in ("1", "true") else self.user)
-        recs, total = self.ctx.store.list_tasks(owner, states or None, limit, before)
+        owner = list_owner(self)
         ctl = self.ctx.controller
+        if self.get_query_argument("array", None) is not None:
+            arr = visible_array(self, self.int_arg("array", 0, 0, 2**62))
+            elements = sorted(self.ctx.store.array_tasks(arr.id, states or None), key=lambda r: r.id, reverse=True)
+            total = len(elements)
+            if before is not None:
+                elements = [r for r in elements if r.id < before]
+            recs = elements[:limit]
+        else:
+            recs, total = self.ctx.store.list_tasks(owner, states or None, limit, before)
         tasks = [task_out(ctl, r) for r in recs]
         next_before = recs[-1].id if len(recs) == limit and recs else None
         self.write_json({"tasks": tasks, "total": total, "next_before": next_before})
@@ -114,29 +121,13 @@ class TasksHandler(ApiHandler):
         return out
 
     def _check_code(self, spec: Any) -> None:
-        """A snapshot must be one the caller uploaded (someone else's, or none: 404, as for another's task)."""
-        code = spec.code
-        if code.kind == "snapshot" and not self.ctx.store.owns_code(code.digest, self.user):
-            message = (f"no code snapshot {code.digest} uploaded by you: upload it first "
-                       f"(PUT /api/code/{code.digest}; tcloud submit does this)")
-            raise ApiError(404, message, [{"field": "code.digest", "message": message}])
+        check_code(self, spec)
 
     def _check_account(self, spec: Any) -> None:
-        """``account`` (sbatch --account) must name the caller's own group, which the pure loader cannot know."""
-        if spec.account is None:
-            return
-        group = self.ctx.store.group_of(self.user)
-        if spec.account != group:
-            message = (f"account {spec.account!r} is not your group: tasks are accounted to your group "
-                       f"{group!r}; leave account out, or write account={group}")
-            raise ApiError(403, message, [{"field": "account", "message": message}])
+        check_account(self, spec)
 
     def _check_identity(self) -> None:
-        """The caller must have a Unix account here to run tasks as (``TaccHub.task_identity = 'owner'``)."""
-        try:
-            self.ctx.controller.executor.identity.account(self.user)
-        except IdentityError as exc:
-            raise ApiError(403, str(exc), [{"field": "owner", "message": str(exc)}]) from None
+        check_identity(self)
 
     async def post(self) -> None:
         spec = await self._spec()
@@ -148,15 +139,104 @@ class TasksHandler(ApiHandler):
         ctl = self.ctx.controller
         try:
             if dry_run:
+                if spec.array is not None:  # an array compiles as its elements do: show the first one's plan
+                    from tacc_hub.schema.arrays import expand
+
+                    spec = expand(spec)[0]
                 plan = ctl.compile(spec, dry_run=True, owner=self.user)
                 self.write_json(DryRunOut(digest=plan.task_digest, spec=spec.model_dump(mode="json", by_alias=True),
                                           plan=plan.model_dump(mode="json")))
                 return
-            rec = await ctl.submit(self.user, spec)
+            if spec.array is not None:
+                arr, recs = await ctl.submit_array(self.user, spec)
+            else:
+                rec = await ctl.submit(self.user, spec)
         except SpecError as exc:
             raise self.spec_error(exc) from None
+        except groups.NotFound as exc:
+            raise not_found(exc) from None
+        if spec.array is not None:
+            from .arrays import array_out
+
+            self.set_header("Location", f"/api/arrays/{arr.id}")
+            self.write_json({**task_out(ctl, recs[0], explain=False), "array": array_out(ctl, arr),
+                             "task_ids": [r.id for r in recs]}, status=201)
+            return
         self.set_header("Location", f"/api/tasks/{rec.id}")
         self.write_json(task_out(ctl, rec, explain=False), status=201)
+
+
+def parse_states(handler: ApiHandler) -> list[TaskStatus]:
+    """The ``state`` query parameters (repeatable, comma-separated) as statuses; 400 naming ``state``."""
+    states: list[TaskStatus] = []
+    for raw in handler.get_query_arguments("state"):
+        for part in raw.split(","):
+            try:
+                states.append(TaskStatus(part.strip().lower()))
+            except ValueError:
+                allowed = ", ".join(s.value for s in TaskStatus)
+                raise ApiError(400, f"unknown state {part[:32]!r} (one of {allowed})",
+                               [{"field": "state", "message": "unknown state"}]) from None
+    return states
+
+
+def list_owner(handler: ApiHandler) -> str | None:
+    """Whose items a list shows: the caller's; an admin's ``owner=NAME`` or ``all=1`` (None: everyone's)."""
+    owner: str | None = handler.user
+    if handler.admin:
+        wanted = handler.get_query_argument("owner", None)
+        if wanted is not None and not USER_RE.fullmatch(wanted):
+            raise ApiError(400, "query parameter owner must be a user name", [
+                {"field": "owner", "message": "letters, digits, '.', '_', '@', '-' (at most 64)"}])
+        owner = wanted or (None if handler.get_query_argument("all", "0") in ("1", "true") else handler.user)
+    return owner
+
+
+def check_code(handler: ApiHandler, spec: Any, prefix: str = "") -> None:
+    """A snapshot must be one the caller uploaded (someone else's, or none: 404, as for another's task)."""
+    code = spec.code
+    if code.kind == "snapshot" and not handler.ctx.store.owns_code(code.digest, handler.user):
+        message = (f"no code snapshot {code.digest} uploaded by you: upload it first "
+                   f"(PUT /api/code/{code.digest}; tcloud submit does this)")
+        raise ApiError(404, message, [{"field": f"{prefix}code.digest", "message": message}])
+
+
+def check_account(handler: ApiHandler, spec: Any, prefix: str = "") -> None:
+    """``account`` (sbatch --account) must name the caller's own group, which the pure loader cannot know."""
+    if spec.account is None:
+        return
+    group = handler.ctx.store.group_of(handler.user)
+    if spec.account != group:
+        message = (f"account {spec.account!r} is not your group: tasks are accounted to your group "
+                   f"{group!r}; leave account out, or write account={group}")
+        raise ApiError(403, message, [{"field": f"{prefix}account", "message": message}])
+
+
+def check_identity(handler: ApiHandler) -> None:
+    """The caller must have a Unix account here to run tasks as (``TaccHub.task_identity = 'owner'``)."""
+    try:
+        handler.ctx.controller.executor.identity.account(handler.user)
+    except IdentityError as exc:
+        raise ApiError(403, str(exc), [{"field": "owner", "message": str(exc)}]) from None
+
+
+def not_found(exc: Exception) -> ApiError:
+    """A ``groups.NotFound`` (a dependency or input naming a task or array that is not the caller's) as 404."""
+    message = str(exc)[:2000] or "no such task or array"
+    field = getattr(exc, "field", None)
+    return ApiError(404, message, [{"field": str(field), "message": message}] if field else [])
+
+
+def visible_array(handler: ApiHandler, array_id: int | str) -> Any:
+    """The array ``array_id`` if the caller may see it (owner or admin); 404 otherwise, as if there were none."""
+    raw = str(array_id)
+    aid = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 18 else 0
+    if not 0 < aid <= 2**62:
+        raise ApiError(404, f"no array {raw[:32]!r}")
+    arr = handler.ctx.store.get_array(aid)
+    if arr is None or (arr.owner != handler.user and not handler.admin):
+        raise ApiError(404, f"no array {aid}")
+    return arr
 
 
 class TaskHandler(ApiHandler):
