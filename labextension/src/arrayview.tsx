@@ -171,9 +171,9 @@ export function ArrayRow({ props, array, nested = false }: { props: GroupProps; 
         aria-label={`Array ${a.id} ${arrayTitle(a)}, ${a.status}: ${countsText(a)}`}
         onClick={() => props.onToggle(key)}
       >
-        <span className="tacc-task-title">
+        <span className="tacc-task-title" title={`Array ${a.id}: ${arrayTitle(a)}`}>
           <span className="tacc-caret" aria-hidden="true">{open ? '▾' : '▸'}</span>
-          <span className="tacc-task-id">array #{a.id}</span> {a.name}
+          <span className="tacc-task-id">#{a.id}</span> {a.name}
           <span className="tacc-size">[{a.size}]</span>
         </span>
         <Badge status={a.status} />
@@ -249,30 +249,37 @@ function StepRow({ props, step, steps, n }: { props: GroupProps; step: PipelineS
   const task = useTask(model, step.task_id);
   const array = step.array_id != null ? model.arrays.find(x => x.id === step.array_id) : undefined;
   const waits = stepWaits(step, steps);
+  const note = waits || (step.needs.length ? `after ${step.needs.join(', ')}` : '');
   const open = (step.task_id != null && props.selectedId === step.task_id) ||
     (step.array_id != null && props.isOpen(arrayKey(step.array_id)));
+  const target = step.task_id != null ? `task #${step.task_id}` : step.array_id != null ? `array #${step.array_id}` : null;
+  const toggle = () => {
+    if (step.task_id != null) {
+      props.onSelectTask(open ? null : step.task_id);
+    } else if (step.array_id != null) {
+      props.onToggle(arrayKey(step.array_id));
+    }
+  };
   return (
     <li className="tacc-step" data-step={step.name} data-status={step.status} data-task-id={step.task_id ?? ''} data-array-id={step.array_id ?? ''}>
-      <div className="tacc-step-head">
+      <button
+        className="tacc-step-head"
+        aria-expanded={open}
+        disabled={target === null}
+        aria-label={`Step ${n} ${step.name}, ${step.status}${target ? `: open ${target}` : ''}`}
+        title={target ? `Open ${target}: its log, spec and actions` : undefined}
+        onClick={toggle}
+      >
         <span className="tacc-step-n">{n}.</span>
         <span className="tacc-step-name">{step.name}</span>
-        {step.needs.length > 0 && <span className="tacc-step-needs">after {step.needs.join(', ')}</span>}
+        {target && <span className="tacc-task-id tacc-step-target">#{step.task_id ?? step.array_id}</span>}
         <span className="tacc-spacer" />
         <Badge status={step.status} />
-      </div>
-      {waits && <div className="tacc-step-waits">{waits}</div>}
-      {!open && (step.task_id != null || step.array_id != null) && (
-        <button
-          className="jp-Button jp-mod-styled jp-mod-reject tacc-btn tacc-step-open"
-          aria-label={`Open step ${step.name}`}
-          onClick={() => (step.task_id != null ? props.onSelectTask(step.task_id) : props.onToggle(arrayKey(step.array_id!)))}
-        >
-          {step.task_id != null ? `Task #${step.task_id}` : `Array #${step.array_id}`}
-        </button>
-      )}
-      {open && step.task_id != null && task && <ul className="tacc-tasks">{props.renderTask(task)}</ul>}
+      </button>
+      {note && <div className={waits && step.status === 'pending' ? 'tacc-step-waits' : 'tacc-step-needs'}>{note}</div>}
+      {open && step.task_id != null && task && <ul className="tacc-tasks tacc-step-task">{props.renderTask(task)}</ul>}
       {open && array && (
-        <ul className="tacc-tasks">
+        <ul className="tacc-tasks tacc-step-task">
           <ArrayRow props={props} array={array} nested />
         </ul>
       )}
@@ -313,9 +320,9 @@ export function PipelineRow({ props, pipeline }: { props: GroupProps; pipeline: 
         aria-label={`Pipeline ${p.id} ${p.name}, ${p.status}: ${done} of ${p.steps.length} steps succeeded`}
         onClick={() => props.onToggle(key)}
       >
-        <span className="tacc-task-title">
+        <span className="tacc-task-title" title={`Pipeline ${p.id}: ${p.name}`}>
           <span className="tacc-caret" aria-hidden="true">{open ? '▾' : '▸'}</span>
-          <span className="tacc-task-id">pipeline #{p.id}</span> {p.name}
+          <span className="tacc-task-id">#{p.id}</span> {p.name}
         </span>
         <Badge status={p.status} />
       </button>

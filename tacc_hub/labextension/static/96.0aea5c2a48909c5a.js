@@ -1,4 +1,4 @@
-"use strict";(self.rspackChunktacc_hub_labextension=self.rspackChunktacc_hub_labextension||[]).push([[96],{739(e,r,t){var o=t(601),a=t.n(o),c=t(314),n=(t.n(c))()(a());n.push([e.id,`/**
+"use strict";(self.rspackChunktacc_hub_labextension=self.rspackChunktacc_hub_labextension||[]).push([[96],{739(e,r,o){var t=o(601),a=o.n(t),c=o(314),n=(o.n(c))()(a());n.push([e.id,`/**
  * Copyright (c) 2014 The xterm.js authors. All rights reserved.
  * Copyright (c) 2012-2013, Christopher Jeffrey (MIT License)
  * https://github.com/chjj/term.js
@@ -216,7 +216,7 @@
     z-index: 2;
     position: relative;
 }
-`,""]),t.d(r,{},{A:n})},914(e,r,t){var o=t(601),a=t.n(o),c=t(314),n=(t.n(c))()(a());n.push([e.id,`/* Arrays and pipelines in the task list (arrayview.tsx): one row each, a progress bar, a drill-down. */
+`,""]),o.d(r,{},{A:n})},914(e,r,o){var t=o(601),a=o.n(t),c=o(314),n=(o.n(c))()(a());n.push([e.id,`/* Arrays and pipelines in the task list (arrayview.tsx): one row each, a progress bar, a drill-down. */
 
 .tacc-caret { display: inline-block; width: 1em; color: var(--jp-ui-font-color2); }
 .tacc-size { color: var(--jp-ui-font-color2); margin-left: 1px; }
@@ -280,17 +280,15 @@
 .tacc-element-index {
   font-family: var(--jp-code-font-family);
   color: var(--jp-ui-font-color2);
-  min-width: 3.2em;
+  min-width: 2.4em;
   font-variant-numeric: tabular-nums;
 }
 .tacc-element-params {
   flex: 1 1 auto;
   min-width: 0;
   font-family: var(--jp-code-font-family);
-  font-size: var(--jp-code-font-size);
-  overflow: hidden;
-  text-overflow: ellipsis;
-  white-space: nowrap;
+  font-size: var(--jp-ui-font-size0);
+  overflow-wrap: anywhere; /* a sweep's point is its parameters: all of them shown, wrapped on a narrow panel */
 }
 .tacc-element-head .tacc-status { flex: 0 0 auto; }
 .tacc-element-mark {
@@ -312,27 +310,41 @@
 
 .tacc-steps { margin: 4px 0 0; padding: 0; list-style: none; }
 .tacc-step {
-  padding: 4px 0;
+  padding: 2px 0;
   border-bottom: var(--jp-border-width) solid var(--jp-border-color3);
   display: flex;
   flex-direction: column;
   gap: 2px;
 }
 .tacc-step:last-child { border-bottom: none; }
-.tacc-step-head { display: flex; align-items: center; gap: 6px; }
+.tacc-step-head {
+  display: flex;
+  align-items: center;
+  gap: 6px;
+  width: 100%;
+  border: none;
+  background: transparent;
+  color: var(--jp-ui-font-color1);
+  font: inherit;
+  text-align: left;
+  padding: 2px 4px;
+  cursor: pointer;
+}
+.tacc-step-head:hover:enabled { background: var(--jp-layout-color2); }
+.tacc-step-head:disabled { cursor: default; }
+.tacc-step-head:focus-visible { outline: var(--jp-border-width) solid var(--jp-brand-color1); outline-offset: -1px; }
 .tacc-step-head .tacc-spacer { flex: 1 1 auto; }
 .tacc-step-n { color: var(--jp-ui-font-color2); min-width: 1.4em; font-variant-numeric: tabular-nums; }
-.tacc-step-name { font-weight: 600; }
-.tacc-step-needs { color: var(--jp-ui-font-color2); font-size: var(--jp-ui-font-size0); }
-.tacc-step-waits {
-  color: var(--jp-warn-color0);
+.tacc-step-name { font-weight: 600; overflow-wrap: anywhere; }
+.tacc-step-needs, .tacc-step-waits {
   font-size: var(--jp-ui-font-size0);
-  padding-left: calc(1.4em + 6px);
+  padding-left: calc(1.4em + 10px);
   overflow-wrap: anywhere;
 }
-.tacc-step-open { align-self: flex-start; margin-left: calc(1.4em + 6px); height: 20px; line-height: 18px; }
-.tacc-step > .tacc-tasks { margin-left: calc(1.4em + 6px); }
-`,""]),t.d(r,{},{A:n})},475(e,r,t){var o=t(601),a=t.n(o),c=t(314),n=(t.n(c))()(a());n.push([e.id,`/* tacc_hub side panel: JupyterLab theme variables only (light and dark themes). */
+.tacc-step-needs { color: var(--jp-ui-font-color2); }
+.tacc-step-waits { color: var(--jp-warn-color0); }
+.tacc-step-task { margin-left: calc(1.4em + 6px); }
+`,""]),o.d(r,{},{A:n})},475(e,r,o){var t=o(601),a=o.n(t),c=o(314),n=(o.n(c))()(a());n.push([e.id,`/* tacc_hub side panel: JupyterLab theme variables only (light and dark themes). */
 
 .tacc-panel {
   background: var(--jp-layout-color1);
@@ -703,4 +715,4 @@ a.tacc-port:hover { background: var(--jp-layout-color2); border-color: var(--jp-
 }
 .tacc-terminal-state[data-status='connected'] { color: var(--jp-success-color1); }
 .tacc-terminal-state[data-status='error'] { color: var(--jp-error-color1); }
-`,""]),t.d(r,{},{A:n})},314(e){e.exports=function(e){var r=[];return r.toString=function(){return this.map(function(r){var t="",o=void 0!==r[5];return r[4]&&(t+="@supports (".concat(r[4],") {")),r[2]&&(t+="@media ".concat(r[2]," {")),o&&(t+="@layer".concat(r[5].length>0?" ".concat(r[5]):""," {")),t+=e(r),o&&(t+="}"),r[2]&&(t+="}"),r[4]&&(t+="}"),t}).join("")},r.i=function(e,t,o,a,c){"string"==typeof e&&(e=[[null,e,void 0]]);var n={};if(o)for(var i=0;i<this.length;i++){var l=this[i][0];null!=l&&(n[l]=!0)}for(var p=0;p<e.length;p++){var s=[].concat(e[p]);o&&n[s[0]]||(void 0!==c&&(void 0===s[5]||(s[1]="@layer".concat(s[5].length>0?" ".concat(s[5]):""," {").concat(s[1],"}")),s[5]=c),t&&(s[2]&&(s[1]="@media ".concat(s[2]," {").concat(s[1],"}")),s[2]=t),a&&(s[4]?(s[1]="@supports (".concat(s[4],") {").concat(s[1],"}"),s[4]=a):s[4]="".concat(a)),r.push(s))}},r}},601(e){e.exports=function(e){return e[1]}},72(e){var r=[];function t(e){for(var t=-1,o=0;o<r.length;o++)if(r[o].identifier===e){t=o;break}return t}function o(e,o){for(var a={},c=[],n=0;n<e.length;n++){var i=e[n],l=o.base?i[0]+o.base:i[0],p=a[l]||0,s="".concat(l," ").concat(p);a[l]=p+1;var d=t(s),u={css:i[1],media:i[2],sourceMap:i[3],supports:i[4],layer:i[5]};if(-1!==d)r[d].references++,r[d].updater(u);else{var f=function(e,r){var t=r.domAPI(r);return t.update(e),function(r){r?(r.css!==e.css||r.media!==e.media||r.sourceMap!==e.sourceMap||r.supports!==e.supports||r.layer!==e.layer)&&t.update(e=r):t.remove()}}(u,o);o.byIndex=n,r.splice(n,0,{identifier:s,updater:f,references:1})}c.push(s)}return c}e.exports=function(e,a){var c=o(e=e||[],a=a||{});return function(e){e=e||[];for(var n=0;n<c.length;n++){var i=t(c[n]);r[i].references--}for(var l=o(e,a),p=0;p<c.length;p++){var s=t(c[p]);0===r[s].references&&(r[s].updater(),r.splice(s,1))}c=l}}},659(e){var r={};e.exports=function(e,t){var o=function(e){if(void 0===r[e]){var t=document.querySelector(e);if(window.HTMLIFrameElement&&t instanceof window.HTMLIFrameElement)try{t=t.contentDocument.head}catch(e){t=null}r[e]=t}return r[e]}(e);if(!o)throw Error("Couldn't find a style target. This probably means that the value for the 'insert' parameter is invalid.");o.appendChild(t)}},540(e){e.exports=function(e){var r=document.createElement("style");return e.setAttributes(r,e.attributes),e.insert(r,e.options),r}},56(e,r,t){e.exports=function(e){var r=t.nc;r&&e.setAttribute("nonce",r)}},206(e){e.exports=function(e){if("u"<typeof document)return{update:function(){},remove:function(){}};var r=e.insertStyleElement(e);return{update:function(t){var o,a,c;o="",t.supports&&(o+="@supports (".concat(t.supports,") {")),t.media&&(o+="@media ".concat(t.media," {")),(a=void 0!==t.layer)&&(o+="@layer".concat(t.layer.length>0?" ".concat(t.layer):""," {")),o+=t.css,a&&(o+="}"),t.media&&(o+="}"),t.supports&&(o+="}"),(c=t.sourceMap)&&"u">typeof btoa&&(o+="\n/*# sourceMappingURL=data:application/json;base64,".concat(btoa(unescape(encodeURIComponent(JSON.stringify(c))))," */")),e.styleTagTransform(o,r,e.options)},remove:function(){var e;null===(e=r).parentNode||e.parentNode.removeChild(e)}}}},113(e){e.exports=function(e,r){if(r.styleSheet)r.styleSheet.cssText=e;else{for(;r.firstChild;)r.removeChild(r.firstChild);r.appendChild(document.createTextNode(e))}}},99(e,r,t){var o=t(72),a=t.n(o),c=t(206),n=t.n(c),i=t(659),l=t.n(i),p=t(56),s=t.n(p),d=t(540),u=t.n(d),f=t(113),x=t.n(f),v=t(475),h={};h.styleTagTransform=x(),h.setAttributes=s(),h.insert=l().bind(null,"head"),h.domAPI=n(),h.insertStyleElement=u(),a()(v.A,h),v.A&&v.A.locals&&v.A.locals;var m=t(739),b={};b.styleTagTransform=x(),b.setAttributes=s(),b.insert=l().bind(null,"head"),b.domAPI=n(),b.insertStyleElement=u(),a()(m.A,b),m.A&&m.A.locals&&m.A.locals;var g=t(914),j={};j.styleTagTransform=x(),j.setAttributes=s(),j.insert=l().bind(null,"head"),j.domAPI=n(),j.insertStyleElement=u(),a()(g.A,j),g.A&&g.A.locals&&g.A.locals}}]);
+`,""]),o.d(r,{},{A:n})},314(e){e.exports=function(e){var r=[];return r.toString=function(){return this.map(function(r){var o="",t=void 0!==r[5];return r[4]&&(o+="@supports (".concat(r[4],") {")),r[2]&&(o+="@media ".concat(r[2]," {")),t&&(o+="@layer".concat(r[5].length>0?" ".concat(r[5]):""," {")),o+=e(r),t&&(o+="}"),r[2]&&(o+="}"),r[4]&&(o+="}"),o}).join("")},r.i=function(e,o,t,a,c){"string"==typeof e&&(e=[[null,e,void 0]]);var n={};if(t)for(var i=0;i<this.length;i++){var l=this[i][0];null!=l&&(n[l]=!0)}for(var p=0;p<e.length;p++){var s=[].concat(e[p]);t&&n[s[0]]||(void 0!==c&&(void 0===s[5]||(s[1]="@layer".concat(s[5].length>0?" ".concat(s[5]):""," {").concat(s[1],"}")),s[5]=c),o&&(s[2]&&(s[1]="@media ".concat(s[2]," {").concat(s[1],"}")),s[2]=o),a&&(s[4]?(s[1]="@supports (".concat(s[4],") {").concat(s[1],"}"),s[4]=a):s[4]="".concat(a)),r.push(s))}},r}},601(e){e.exports=function(e){return e[1]}},72(e){var r=[];function o(e){for(var o=-1,t=0;t<r.length;t++)if(r[t].identifier===e){o=t;break}return o}function t(e,t){for(var a={},c=[],n=0;n<e.length;n++){var i=e[n],l=t.base?i[0]+t.base:i[0],p=a[l]||0,s="".concat(l," ").concat(p);a[l]=p+1;var d=o(s),u={css:i[1],media:i[2],sourceMap:i[3],supports:i[4],layer:i[5]};if(-1!==d)r[d].references++,r[d].updater(u);else{var f=function(e,r){var o=r.domAPI(r);return o.update(e),function(r){r?(r.css!==e.css||r.media!==e.media||r.sourceMap!==e.sourceMap||r.supports!==e.supports||r.layer!==e.layer)&&o.update(e=r):o.remove()}}(u,t);t.byIndex=n,r.splice(n,0,{identifier:s,updater:f,references:1})}c.push(s)}return c}e.exports=function(e,a){var c=t(e=e||[],a=a||{});return function(e){e=e||[];for(var n=0;n<c.length;n++){var i=o(c[n]);r[i].references--}for(var l=t(e,a),p=0;p<c.length;p++){var s=o(c[p]);0===r[s].references&&(r[s].updater(),r.splice(s,1))}c=l}}},659(e){var r={};e.exports=function(e,o){var t=function(e){if(void 0===r[e]){var o=document.querySelector(e);if(window.HTMLIFrameElement&&o instanceof window.HTMLIFrameElement)try{o=o.contentDocument.head}catch(e){o=null}r[e]=o}return r[e]}(e);if(!t)throw Error("Couldn't find a style target. This probably means that the value for the 'insert' parameter is invalid.");t.appendChild(o)}},540(e){e.exports=function(e){var r=document.createElement("style");return e.setAttributes(r,e.attributes),e.insert(r,e.options),r}},56(e,r,o){e.exports=function(e){var r=o.nc;r&&e.setAttribute("nonce",r)}},206(e){e.exports=function(e){if("u"<typeof document)return{update:function(){},remove:function(){}};var r=e.insertStyleElement(e);return{update:function(o){var t,a,c;t="",o.supports&&(t+="@supports (".concat(o.supports,") {")),o.media&&(t+="@media ".concat(o.media," {")),(a=void 0!==o.layer)&&(t+="@layer".concat(o.layer.length>0?" ".concat(o.layer):""," {")),t+=o.css,a&&(t+="}"),o.media&&(t+="}"),o.supports&&(t+="}"),(c=o.sourceMap)&&"u">typeof btoa&&(t+="\n/*# sourceMappingURL=data:application/json;base64,".concat(btoa(unescape(encodeURIComponent(JSON.stringify(c))))," */")),e.styleTagTransform(t,r,e.options)},remove:function(){var e;null===(e=r).parentNode||e.parentNode.removeChild(e)}}}},113(e){e.exports=function(e,r){if(r.styleSheet)r.styleSheet.cssText=e;else{for(;r.firstChild;)r.removeChild(r.firstChild);r.appendChild(document.createTextNode(e))}}},99(e,r,o){var t=o(72),a=o.n(t),c=o(206),n=o.n(c),i=o(659),l=o.n(i),p=o(56),s=o.n(p),d=o(540),u=o.n(d),f=o(113),x=o.n(f),v=o(475),h={};h.styleTagTransform=x(),h.setAttributes=s(),h.insert=l().bind(null,"head"),h.domAPI=n(),h.insertStyleElement=u(),a()(v.A,h),v.A&&v.A.locals&&v.A.locals;var m=o(739),b={};b.styleTagTransform=x(),b.setAttributes=s(),b.insert=l().bind(null,"head"),b.domAPI=n(),b.insertStyleElement=u(),a()(m.A,b),m.A&&m.A.locals&&m.A.locals;var g=o(914),j={};j.styleTagTransform=x(),j.setAttributes=s(),j.insert=l().bind(null,"head"),j.domAPI=n(),j.insertStyleElement=u(),a()(g.A,j),g.A&&g.A.locals&&g.A.locals}}]);
