@@ -44,7 +44,7 @@ from ..launcher.proctree import start_time as proc_start_time
 from ..scheduler.cluster import Node, Placement
 from .base import Executor, Launch, LaunchError, Observation
 from .identity import Account, Identity
-from .prepare import owner_dir, task_env
+from .prepare import input_copies, owner_dir, task_env
 
 DEFAULT_ENV_KEEP = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
                     "OMP_NUM_THREADS")
@@ -196,6 +196,8 @@ class LocalExecutor(Executor):
             "build_env": True,
             "log_copy": plan.log_file or "",
             "grace": self.grace_period,
+            # earlier tasks' files, copied by the launcher as the task's user before the program (issue 20)
+            **({"inputs": input_copies(plan, self.root / "tasks")} if plan.inputs else {}),
         }
 
     def write_control(self, launch: Launch, tensorboard_port: int | None = None,

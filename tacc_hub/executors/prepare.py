@@ -18,7 +18,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tacc_hub.compiler.plan import CodePlan, EnvPlan
+from tacc_hub.compiler.plan import CodePlan, EnvPlan, ExecutionPlan
 from tacc_hub.snapshot import SnapshotError, unpack
 
 from .base import Launch, LaunchError
@@ -158,6 +158,35 @@ def task_env(launch: Launch, tdir: Path, user_dir: Path, grace_period: float) ->
         # an array's element (issue 20): the array's id; its index and parameters are in launch.sh (plan.array_env)
         **({"TACC_ARRAY_ID": str(int(launch.array_id))} if launch.array_id is not None else {}),
     }
+
+
+def input_copies(plan: ExecutionPlan, tasks_root: Path) -> list[dict[str, str]]:
+    """The copies a run makes of earlier tasks' files (``plan.inputs``), as the launcher and the batch script do them.
+
+    Each: ``src`` (``<tasks_root>/<id>/work/<path>``), ``top`` (that task's work directory: the source must
+    resolve inside it), ``dest`` (relative to this task's work directory), ``into`` ("1": ``dest`` is a
+    directory the copy goes into, as each element of an array input; "": ``dest`` is the copy) and ``what``
+    (how its errors name it: ``input outputs/data of task 12``). Done as the task's user, before its program.
+    """
+    out: list[dict[str, str]] = []
+    for inp in plan.inputs:
+        if inp.task is not None:
+            pairs: list[tuple[int | None, int]] = [(None, inp.task)]
+        else:
+            if not inp.tasks:
+                raise LaunchError(f"input {inp.path} of array {inp.array}: its elements are not known")
+            pairs = [(index, tid) for index, tid in inp.tasks]
+        for index, tid in pairs:
+            top = tasks_root / str(int(tid)) / "work"
+            what = f"input {inp.path} of task {int(tid)}"
+            if index is not None:
+                what += f" (element {int(index)} of array {inp.array})"
+            out.append({
+                "src": str(top / inp.path), "top": str(top),
+                "dest": inp.to if index is None else f"{inp.to}/{int(index)}",
+                "into": "" if index is None else "1", "what": what,
+            })
+    return out
 
 
 def materialize_code(code: CodePlan, dest: Path) -> None:

@@ -13,7 +13,9 @@ GPU indices to use on a node: our placement decides the nodes and the GPU count 
 Slurm picks the device indices on each node (it sets ``CUDA_VISIBLE_DEVICES``). Node ranks
 follow Slurm's node order (``SLURM_NODEID``), and rank 0 is the first node of the allocation.
 
-A task whose env must be built first gets one more step before its own: ``prepare_env`` as one
+A task with ``inputs`` copies them first, on the batch host as its user (``_INPUT_FUNCTION``); a missing
+one ends the job with exit status 1 and says so in the task's log. A task whose env must be built first
+gets one more step before its own: ``prepare_env`` as one
 task on the first node (``env_step``); when it fails, its exit code is the task's and the task
 does not run.
 """
@@ -32,6 +34,7 @@ from tacc_hub.compiler.plan import ExecutionPlan
 from tacc_hub.scheduler.cluster import Placement
 
 from .base import LaunchError
+from .prepare import input_copies
 
 q = shlex.quote
 SLURM_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")  # an account or QOS name we pass to sbatch
@@ -56,6 +59,31 @@ cd -- "$TACC_TASKDIR" || exit 111
 printf '%s\\n' "$SLURM_JOB_ID" > job
 rm -f -- exitcode exitcode.tmp
 """
+
+# Copies an earlier task's files into the work directory (spec ``inputs``; ``prepare.input_copies``), on the batch
+# host, as the task's user, before any step starts: SRC must resolve inside TOP (its task's work directory), the
+# destination inside TACC_WORKDIR; links inside a copied tree stay links (cp -a). INTO: DEST is a directory the copy
+# goes into (an array's element); else DEST is the copy. Plain copies, not hard links: the task may rewrite a file
+# in place, which must not change the earlier task's outputs.
+_INPUT_FUNCTION = """tacc_input() {  # SRC TOP DEST WHAT INTO
+  local src top work dest
+  top="$(realpath -e -- "$2" 2>/dev/null)" && src="$(realpath -e -- "$1" 2>/dev/null)" \\
+    || { echo "tacc: $4 is missing; the task did not run" >&2; return 1; }
+  case "$src" in "$top" | "$top"/*) ;; *) echo "tacc: $4 leads out of its task's work directory" >&2; return 1 ;; esac
+  work="$(realpath -e -- "$TACC_WORKDIR")" && dest="$(realpath -m -- "$work/$3")" || return 1
+  case "$dest" in "$work"/*) ;; *) echo "tacc: $4: its destination leaves the work directory" >&2; return 1 ;; esac
+  if [ -n "$5" ]; then
+    mkdir -p -- "$dest" || return 1
+    [ -d "$src" ] || dest="$dest/$(basename -- "$src")"
+  else
+    mkdir -p -- "$(dirname -- "$dest")" || return 1
+  fi
+  if [ -d "$src" ]; then
+    mkdir -p -- "$dest" && cp -a -- "$src"/. "$dest"/ || { echo "tacc: $4 could not be copied" >&2; return 1; }
+  else
+    cp -a -- "$src" "$dest" || { echo "tacc: $4 could not be copied" >&2; return 1; }
+  fi
+}"""
 
 # Writes "$rc" to ``exitcode``, only while the task dir is still this job's: a job whose node
 # failed may end after the task's next run has started (its processes outlive their slurmd); it
@@ -104,6 +132,19 @@ def mapped_name(kind: str, mapping: Mapping[str, str], group: str) -> str | None
 def prepare_env_argv(python: str, pythonpath: str, plan_file: Path) -> list[str]:
     """The command of the job step that builds (or finds ready) the task's env (see ``prepare_env``)."""
     return ["env", f"PYTHONPATH={pythonpath}", python, "-m", "tacc_hub.executors.prepare_env", str(plan_file)]
+
+
+def input_lines(plan: ExecutionPlan, tasks_root: Path) -> list[str]:
+    """The batch script's lines that copy the plan's inputs (none without inputs); a failed copy ends the job (1)."""
+    copies = input_copies(plan, tasks_root)
+    if not copies:
+        return []
+    lines = [_INPUT_FUNCTION]
+    for c in copies:
+        call = " ".join(q(c[k]) for k in ("src", "top", "dest", "what", "into"))
+        lines += [f"tacc_input {call} || {{", "  rc=1", *("  " + line for line in _WRITE_EXITCODE), '  exit "$rc"',
+                  "}"]
+    return lines
 
 
 def render_batch(
@@ -169,6 +210,7 @@ def render_batch(
             raise LaunchError(f"invalid environment variable name {key[:80]!r}")
         lines.append(f"export {key}={q(env[key])}")
     lines.append(_BODY.rstrip("\n"))
+    lines += input_lines(plan, task_dir.parent)
     if env_step:
         step = " ".join(q(a) for a in env_step)
         lines += [

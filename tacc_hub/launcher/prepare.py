@@ -4,7 +4,8 @@ Root does only two things here: it creates the task's directories (task dir, use
 inside directories the service owns, and it opens the code archive with the service's rights. All
 the rest runs in a forked child that has dropped root for good (``drop_to``), with the task's own
 scrubbed environment, so pip building an sdist, git, or a link left in the directory by an earlier
-run can only do what the task's user could do anyway.
+run can only do what the task's user could do anyway. That includes copying the task's ``inputs``
+(files of the owner's earlier tasks) into ``work/``, once, before the program starts.
 """
 
 from __future__ import annotations
@@ -114,6 +115,50 @@ def _build_env(env_plan: dict[str, Any]) -> None:
         raise Refused(str(exc)) from exc
 
 
+def _inside(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def _copy_inputs(inputs: list[dict[str, str]]) -> None:
+    """Copy earlier tasks' files into ``work/`` (spec ``inputs``; see ``executors.prepare.input_copies``), as the
+    task's user (this runs in the child that dropped root): it reads only what that user may read.
+
+    A source must resolve (links followed) inside its task's work directory, and a destination inside this
+    task's; links inside a copied tree are copied as links, never followed. A missing source ends the
+    preparation, with ``tacc: <what> is missing`` in the task's log and as the reason.
+    """
+    work = os.path.realpath("work")
+    for inp in inputs:
+        what, top = str(inp["what"]), os.path.realpath(str(inp["top"]))
+        src = os.path.realpath(str(inp["src"]))
+        problem = None
+        if not os.path.isdir(top) or not os.path.lexists(src):
+            problem = f"{what} is missing"
+        elif not _inside(src, top):
+            problem = f"{what} leads out of its task's work directory"
+        dest = os.path.realpath(os.path.join(work, str(inp["dest"])))
+        if problem is None and (not _inside(dest, work) or dest == work):
+            problem = f"{what}: its destination {inp['dest']!r} leaves the work directory"
+        if problem is None:
+            try:
+                if inp.get("into"):
+                    os.makedirs(dest, exist_ok=True)
+                    if not os.path.isdir(src):
+                        dest = os.path.join(dest, os.path.basename(src))
+                else:
+                    os.makedirs(os.path.dirname(dest), exist_ok=True)
+                if os.path.isdir(src):
+                    shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
+                else:
+                    shutil.copy2(src, dest, follow_symlinks=False)
+            except (OSError, shutil.Error) as exc:
+                problem = f"{what} could not be copied: {exc}"
+        if problem is not None:
+            with open("output.log", "a") as log:
+                log.write(f"tacc: {problem}; the task did not run\n")
+            raise Refused(problem)
+
+
 def _as_user(spec: dict[str, Any], task_fd: int, archive_fd: int | None) -> None:
     """In the user's child: clean the directory (keeping the log and checkpoints) and lay it out."""
     env = {str(k): str(v) for k, v in spec["env"].items()}
@@ -139,6 +184,8 @@ def _as_user(spec: dict[str, Any], task_fd: int, archive_fd: int | None) -> None
             fh.write(content)
     fd = os.open("output.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o640)
     os.close(fd)
+    if spec.get("inputs"):
+        _copy_inputs(list(spec["inputs"]))
     env_plan = spec.get("env_plan")
     if env_plan and env_plan.get("kind") != "base" and spec.get("build_env", True):
         _build_env(env_plan)
