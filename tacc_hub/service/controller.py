@@ -226,6 +226,7 @@ class Controller(RecoveryMixin, GroupsMixin):
         executor.set_waker(self.wake)
         self._extending = asyncio.Lock()  # one extension at a time: each checks the limits against the last
         self._init_recovery(max_requeues, down_recheck, restart_backoff)
+        self._init_groups(threaded=_own_connections(store))
 
     # --- lifecycle -------------------------------------------------------------------
 
@@ -351,7 +352,8 @@ class Controller(RecoveryMixin, GroupsMixin):
         """Reconcile the store with the executor after a (re)start (see the module docstring)."""
         self._learn_history()
         self._learn_usage()
-        for rec in self.store.active():
+        active = self.store.active()
+        for rec in active:
             self._recover_requeues(rec)
             plan = rec.plan or {}
             limit = int(plan.get("resources", {}).get("time_limit", 3600))
@@ -383,6 +385,7 @@ class Controller(RecoveryMixin, GroupsMixin):
                 warn_before=warn_before_of(rec.spec),
             )
             log.info("recovered task %s (%s)", rec.id, status)
+        self._recover_groups(active)  # dependencies and array slots gate waiting tasks again
         await self.observe()
         for task_id, live in list(self.live.items()):
             if live.status == S.RUNNING and live.cancel_requested:
@@ -425,7 +428,11 @@ class Controller(RecoveryMixin, GroupsMixin):
         return self.site.model_copy(update={"env_root": f"{self.site.env_root.rstrip('/')}/{account.name}"})
 
     async def submit(self, owner: str, spec: TaskSpec) -> TaskRecord:
+        if spec.array is not None:
+            raise SpecError.one("array", "a spec with an array is submitted with submit_array")
         plan = self.compile(spec, owner=owner)
+        if spec.depends_on or spec.inputs:
+            return await self._submit_linked(owner, spec, plan)  # groups: checked, then gated while unmet
         dumped = spec.model_dump(mode="json", by_alias=True)
         rec = await self.batcher.submit(NewTask(
             owner=owner, name=spec.name, digest=plan.task_digest, spec=dumped,
@@ -446,6 +453,7 @@ class Controller(RecoveryMixin, GroupsMixin):
                 self.held.pop(rec.id, None)
                 self.attempts.pop(rec.id, None)
                 self._changed = True
+                self._group_ended(rec.id, S.CANCELLED)
                 return done
             rec = self.store.get(rec.id) or rec  # it moved on; cancel it where it is now
             if rec.status.is_terminal():
@@ -560,6 +568,7 @@ class Controller(RecoveryMixin, GroupsMixin):
         self.held.pop(task_id, None)
         self.queue.drop(task_id)
         self._changed = True
+        self._group_ended(task_id, to)  # its array's next element, what waits on it
         if self.quotas is not None and self._has_budgets():
             self._quotas_stale = True  # its GPU-hours count now: re-count before the next pass
         if to == S.SUCCEEDED and done is not None and done.started_at is not None and done.finished_at is not None:
@@ -719,7 +728,7 @@ class Controller(RecoveryMixin, GroupsMixin):
         try:
             state = await self.executor.launch(Launch(task_id=rec.id, owner=rec.owner, plan=plan, placement=placement,
                                                       attempt=live.attempt, deadline=deadline, account=account,
-                                                      group=self.group_of(rec.owner)))
+                                                      group=self.group_of(rec.owner), array_id=rec.array_id))
         except LaunchUnavailable as exc:
             self._launch_unavailable(rec, live, exc)
             return
@@ -806,6 +815,8 @@ class Controller(RecoveryMixin, GroupsMixin):
         self._over_quota = over
 
     def queue_info(self, rec: TaskRecord) -> Explanation | None:
+        if rec.status == S.PENDING and rec.id in self.gated:  # a dependency or its array's max_running
+            return self.gate_info(rec.id)
         if rec.status != S.PENDING or rec.id not in self.queue.waiting:
             return None
         info = self.explanations().get(rec.id)
@@ -819,7 +830,8 @@ class Controller(RecoveryMixin, GroupsMixin):
             info = self.queue_info(rec)
             if info is not None:
                 why = f"{info.reason}: {info.detail}" if info.detail else info.reason
-                return f"{why} (after: {rec.reason})" if rec.id in self.requeues and rec.reason else why
+                why = f"{why} (after: {rec.reason})" if rec.id in self.requeues and rec.reason else why
+                return self.array_prefix(rec, why)
             return rec.reason or "queued"
         return rec.reason
 
@@ -827,7 +839,7 @@ class Controller(RecoveryMixin, GroupsMixin):
         live = self.live.get(task_id)
         if live is not None:
             return live.status
-        if task_id in self.queue.waiting or task_id in self.held:
+        if task_id in self.queue.waiting or task_id in self.held or task_id in self.gated:
             return S.PENDING
         return None
 

@@ -97,6 +97,7 @@ class RecoveryMixin:
     wake: Callable[[], None]
     _finish: Callable[..., None]
     _back_to_queue: Callable[..., bool]
+    _group_ended: Callable[[int, TaskStatus], None]
 
     node_refresh_interval: float
 
@@ -304,6 +305,7 @@ class RecoveryMixin:
                 self.live.pop(rec.id, None)
                 self.queue.drop(rec.id)
                 self._changed = True
+                self._group_ended(rec.id, S.CANCELLED)  # groups: its array slot, what waits on it
                 return
         moved = self.store.transition(rec.id, S.PENDING, expected=S.STARTING, placement=None,
                                       reason=f"waiting: {exc}")

@@ -28,7 +28,7 @@ import sqlalchemy as sa
 
 from .models import NAME_LEN, pipelines, task_arrays, task_dependencies, tasks
 from .records import NewTask, TaskRecord
-from .status import TaskStatus
+from .status import TaskStatus, check_move
 
 TASK_WHENS = ("succeeded", "finished", "failed")
 ARRAY_WHENS = ("all_succeeded", "all_finished", "any_finished")
@@ -305,8 +305,10 @@ class GroupStore:
             rows = conn.execute(stmt.order_by(task_arrays.c.id.desc()).limit(limit)).all() if limit else []
         return [_array(r) for r in rows]
 
-    def array_tasks(self, array_id: int, states: Collection[TaskStatus] | None = None) -> list[TaskRecord]:
-        """An array's elements in index order (without their plans), optionally only those in ``states``."""
+    def array_tasks(self, array_id: int, states: Collection[TaskStatus] | None = None, *,
+                    limit: int | None = None) -> list[TaskRecord]:
+        """An array's elements in index order (without their plans), optionally only those in ``states``, at most
+        ``limit`` of them."""
         from .store import _record
 
         stmt = sa.select(*_NO_PLAN).where(tasks.c.array_id == int(array_id))
@@ -316,7 +318,10 @@ class GroupStore:
                 return []
             stmt = stmt.where(tasks.c.status.in_(values))
         with self._engine.connect() as conn:
-            return [_record(r) for r in conn.execute(stmt.order_by(tasks.c.array_index)).mappings()]
+            stmt = stmt.order_by(tasks.c.array_index)
+            if limit is not None:
+                stmt = stmt.limit(max(0, int(limit)))
+            return [_record(r) for r in conn.execute(stmt).mappings()]
 
     def array_counts(self, ids: Iterable[int]) -> dict[int, dict[str, int]]:
         """How many elements of each array are in each status (status value -> count; absent statuses left out)."""
@@ -387,6 +392,22 @@ class GroupStore:
                 stmt = sa.select(d.task_id, d.kind, d.on_id, d.when).where(d.on_id.in_(chunk)).order_by(d.id)
                 out.extend(DependencyRecord(int(t), k, int(on), w) for t, k, on, w in conn.execute(stmt))
         return out
+
+    def cancel_pending(self, ids: Iterable[int], *, reason: str, at: float) -> list[int]:
+        """Move those of these tasks that are still PENDING to CANCELLED (guarded, one transaction); their ids."""
+        check_move(None, TaskStatus.PENDING, TaskStatus.CANCELLED)
+        want = sorted({int(i) for i in ids})
+        out: list[int] = []
+        if not want:
+            return out
+        values = {"status": TaskStatus.CANCELLED.value, "finished_at": float(at), "reason": str(reason),
+                  "updated_at": self._clock()}
+        with self._engine.begin() as conn:
+            for chunk in _chunks(want):
+                stmt = (sa.update(tasks).where(tasks.c.id.in_(chunk), tasks.c.status == TaskStatus.PENDING.value)
+                        .values(values).returning(tasks.c.id))
+                out.extend(int(r[0]) for r in conn.execute(stmt))
+        return sorted(out)
 
     def task_briefs(self, ids: Iterable[int]) -> dict[int, TaskBrief]:
         """Status, name, owner and array of each of these tasks (missing ones left out)."""
