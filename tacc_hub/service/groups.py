@@ -31,12 +31,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from tacc_hub.compiler import compile_task
+from tacc_hub.compiler import compile_task, with_array_inputs
 from tacc_hub.scheduler.policy import Explanation, TaskView
 from tacc_hub.schema import SnapshotCode, SpecError, TaskSpec
 from tacc_hub.schema.groups import TaskInput
 from tacc_hub.store import ArrayRecord, NewTask, PipelineRecord, Store, TaskRecord, TaskStatus
-from tacc_hub.store.groups import PipelineStepRows, StepRef, TaskBrief
+from tacc_hub.store.groups import Members, PipelineStepRows, StepRef, TaskBrief
 
 if TYPE_CHECKING:
     from tacc_hub.compiler import ExecutionPlan, SiteProfile
@@ -137,7 +137,9 @@ class GroupsMixin:
     def _check_refs(self, owner: str, spec: TaskSpec, where: str = "", *, pipeline: bool = False) -> list[DepKey]:
         """``spec``'s dependencies as keys, each checked: it names one of ``owner``'s tasks or arrays (else
         NotFound), and it can still be met (else SpecError naming ``depends_on[i]``). Inputs naming a task or
-        array are checked the same way; ``from`` only inside a pipeline."""
+        array are checked the same way, and imply a dependency on their producer having ended (``finished``,
+        ``all_finished``) unless the spec names one on it already; ``from`` only inside a pipeline (where the
+        step's ``needs`` orders it)."""
         deps: list[DepKey] = []
         tasks_named = [d.task for d in spec.depends_on if d.task is not None]
         tasks_named += [i.task for i in spec.inputs if i.task is not None]
@@ -170,7 +172,18 @@ class GroupsMixin:
             state, text = states[key]
             if state == NEVER:
                 raise SpecError.one(f"{where}depends_on[{i}]", f"can never be met: {text}")
+        named = {(k, on) for k, on, _ in deps}
+        for inp in spec.inputs:  # the copy is made when the consumer starts: after its producer ended
+            if inp.task is not None and ("task", inp.task) not in named:
+                deps.append(("task", inp.task, "finished"))
+            if inp.array is not None and ("array", inp.array) not in named:
+                deps.append(("array", inp.array, "all_finished"))
         return list(dict.fromkeys(deps))
+
+    def _members(self, spec: TaskSpec) -> dict[int, list[tuple[int, int]]]:
+        """The elements, [(index, task id)], of each existing array the spec's inputs name (``with_array_inputs``)."""
+        return {aid: [(int(r.array_index or 0), r.id) for r in self.store.array_tasks(aid)]
+                for aid in {i.array for i in spec.inputs if i.array is not None}}
 
     def _precheck(self, spec: TaskSpec, owner: str) -> None:
         """What ``compile`` checks besides the plan, for specs that share ``spec``'s code and resources (the
@@ -194,11 +207,15 @@ class GroupsMixin:
                 raise SpecError.one("resources", f"over quota: {over}")
 
     @staticmethod
-    def _element_rows(owner: str, elements: Sequence[TaskSpec], site: SiteProfile, now: float) -> list[NewTask]:
-        """One row per element, each with its own plan (``compile_task(element)``: never shared between them)."""
+    def _element_rows(owner: str, elements: Sequence[TaskSpec], site: SiteProfile, now: float,
+                      members: Members | None = None) -> list[NewTask]:
+        """One row per element, each with its own plan (``compile_task(element)``: never shared between them;
+        array inputs get their producers' elements, ``with_array_inputs``)."""
         rows: list[NewTask] = []
         for el in elements:
             plan = compile_task(el, site)
+            if members:
+                plan = with_array_inputs(plan, dict(members))
             assert el.array_element is not None
             rows.append(NewTask(owner=owner, name=el.name, digest=plan.task_digest,
                                 spec=el.model_dump(mode="json", by_alias=True), plan=plan.model_dump(mode="json"),
@@ -217,7 +234,7 @@ class GroupsMixin:
         self._precheck(elements[0], owner)
         site = self._site_for(owner)
         max_running = spec.array.max_running
-        rows = await self._off(self._element_rows, owner, elements, site, time.time())
+        rows = await self._off(self._element_rows, owner, elements, site, time.time(), self._members(spec))
         arr, recs = await self._off(lambda: self.store.insert_array(owner, spec.name, rows, max_running=max_running,
                                                                     deps=deps))
         self._place_new(recs, {r.id: deps for r in recs} if deps else {}, [arr])
@@ -227,6 +244,9 @@ class GroupsMixin:
     async def _submit_linked(self, owner: str, spec: TaskSpec, plan: ExecutionPlan) -> TaskRecord:
         """``submit`` of a task with ``depends_on`` or ``inputs`` (checked first; then gated if need be)."""
         deps = self._check_refs(owner, spec)
+        members = self._members(spec)
+        if members:
+            plan = with_array_inputs(plan, members)
         dumped = spec.model_dump(mode="json", by_alias=True)
         row = NewTask(owner=owner, name=spec.name, digest=plan.task_digest, spec=dumped,
                       plan=plan.model_dump(mode="json"), submitted_at=time.time())
@@ -256,7 +276,7 @@ class GroupsMixin:
             plans.append(PipelineStepRows(
                 name=step.name, needs=list(step.needs), array=spec.array is not None,
                 max_running=spec.array.max_running if spec.array is not None else None, deps=own,
-                rows=self._step_builder(owner, spec, site, where)))
+                rows=self._step_builder(owner, spec, site, where, self._members(spec))))
         pipe, recs = await self._off(self.store.insert_pipeline, owner, p.name, plans)
         deps = self.store.dependencies(r.id for r in recs)
         arrays = self.store.arrays_by_id({r.array_id for r in recs if r.array_id is not None})
@@ -265,13 +285,14 @@ class GroupsMixin:
         self.wake()
         return pipe, recs
 
-    def _step_builder(self, owner: str, spec: TaskSpec, site: SiteProfile,
-                      where: str) -> Callable[[Mapping[str, StepRef]], list[NewTask]]:
+    def _step_builder(self, owner: str, spec: TaskSpec, site: SiteProfile, where: str,
+                      outside: Members) -> Callable[[Mapping[str, StepRef], Members], list[NewTask]]:
         """The rows of one pipeline step, built inside the pipeline's transaction once the steps before it have
-        ids: ``inputs.from`` becomes ``task``/``array``, then every task (or element) is compiled."""
+        ids: ``inputs.from`` becomes ``task``/``array``, then every task (or element) is compiled, its array
+        inputs given their elements (of earlier steps, or ``outside`` the pipeline)."""
         from tacc_hub.schema.arrays import expand
 
-        def build(done: Mapping[str, StepRef]) -> list[NewTask]:
+        def build(done: Mapping[str, StepRef], inside: Members) -> list[NewTask]:
             s = spec
             if any(i.from_ is not None for i in s.inputs):
                 resolved = []
@@ -282,11 +303,14 @@ class GroupsMixin:
                     kind, ref = done[inp.from_]
                     resolved.append(TaskInput.model_validate({kind: ref, "path": inp.path, "to": inp.to}))
                 s = s.model_copy(update={"inputs": resolved})
+            members = {**outside, **inside}
             try:
                 now = time.time()
                 if s.array is not None:
-                    return self._element_rows(owner, expand(s), site, now)
+                    return self._element_rows(owner, expand(s), site, now, members)
                 plan = compile_task(s, site)
+                if members:
+                    plan = with_array_inputs(plan, members)
             except SpecError as exc:
                 raise SpecError([(f"{where}{f}", m) for f, m in exc.errors]) from None
             return [NewTask(owner=owner, name=s.name, digest=plan.task_digest,

@@ -82,6 +82,8 @@ class TaskBrief:
 
 StepRef = tuple[str, int]
 """A pipeline step once inserted: ("task", its task id) or ("array", its array id)."""
+Members = Mapping[int, list[tuple[int, int]]]
+"""The arrays inserted so far in a pipeline: array id -> [(index, task id)], in index order."""
 
 
 @dataclass(frozen=True)
@@ -89,16 +91,17 @@ class PipelineStepRows:
     """One step of a pipeline to insert.
 
     ``rows``: the step's task (one row) or its array's elements (``array=True``; ``array_index`` set
-    on each), or a function that builds them from the steps inserted before it (name -> ``StepRef``),
-    called inside the pipeline's transaction (so a step's spec may name the ids of earlier steps: its
-    resolved ``inputs``); an exception it raises rolls the whole pipeline back. ``needs`` (names of
+    on each), or a function that builds them from the steps inserted before it (``done``: name ->
+    ``StepRef``; ``members``: the elements of the arrays among them), called inside the pipeline's
+    transaction (so a step's spec and plan may name the ids of earlier steps: its resolved ``inputs``);
+    an exception it raises rolls the whole pipeline back. ``needs`` (names of
     earlier steps) become dependencies: on a task step ``succeeded``, on an array step
     ``all_succeeded``; ``deps`` are the step's own ``depends_on``, already resolved.
     """
 
     name: str
     needs: Sequence[str] = ()
-    rows: Sequence[NewTask] | Callable[[Mapping[str, StepRef]], Sequence[NewTask]] = ()
+    rows: Sequence[NewTask] | Callable[[Mapping[str, StepRef], Members], Sequence[NewTask]] = ()
     array: bool = False
     max_running: int | None = None
     deps: Sequence[Dep] = field(default_factory=tuple)
@@ -237,6 +240,7 @@ class GroupStore:
             raise ValueError("pipeline steps have names of their own")
         now = self._clock()
         done: dict[str, StepRef] = {}
+        members: dict[int, list[tuple[int, int]]] = {}
         out: list[TaskRecord] = []
         listed: list[dict[str, Any]] = []
         pid: int | None = None
@@ -249,7 +253,7 @@ class GroupStore:
                 deps = [("array", done[n][1], "all_succeeded") if done[n][0] == "array"
                         else ("task", done[n][1], "succeeded") for n in st.needs]
                 deps = _check_deps([*deps, *st.deps])
-                rows = list(st.rows(dict(done)) if callable(st.rows) else st.rows)
+                rows = list(st.rows(dict(done), members) if callable(st.rows) else st.rows)
                 if not rows:
                     raise ValueError(f"step {st.name} has no task")
                 entry: dict[str, Any] = {"name": st.name, "needs": list(st.needs)}
@@ -258,6 +262,7 @@ class GroupStore:
                                                     pipeline_id=pid, step=st.name, deps=deps, now=now,
                                                     new_pipeline=pid is None)
                     done[st.name] = ("array", arr.id)
+                    members[arr.id] = sorted((int(r.array_index or 0), r.id) for r in recs)
                     entry["array_id"] = arr.id
                 else:
                     if len(rows) != 1:

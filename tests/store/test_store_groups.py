@@ -91,8 +91,9 @@ def test_insert_with_deps(store: Store) -> None:
 def test_pipeline_steps_wait_for_each_other(store: Store) -> None:
     seen: dict[str, object] = {}
 
-    def train(done):
+    def train(done, members):
         seen.update(done)
+        seen["members"] = members
         return [row(name="train")]
 
     p, recs = store.insert_pipeline("alice", "pipe", [
@@ -103,7 +104,8 @@ def test_pipeline_steps_wait_for_each_other(store: Store) -> None:
     ])
     prepare, sweep, trained = recs[0], recs[1:4], recs[4]
     assert p.id == prepare.id and all(r.pipeline_id == p.id for r in recs)
-    assert seen == {"prepare": ("task", prepare.id), "sweep": ("array", sweep[0].id)}
+    assert seen == {"prepare": ("task", prepare.id), "sweep": ("array", sweep[0].id),
+                    "members": {sweep[0].id: [(i, r.id) for i, r in enumerate(sweep)]}}
     assert p.steps == [{"name": "prepare", "needs": [], "task_id": prepare.id},
                        {"name": "sweep", "needs": ["prepare"], "array_id": sweep[0].id},
                        {"name": "train", "needs": ["prepare", "sweep"], "task_id": trained.id}]
@@ -128,7 +130,7 @@ def test_pipeline_array_first_and_rollback(store: Store) -> None:
     assert store.get(recs[0].id).pipeline_id == p.id and store.get(recs[0].id).array_id == p.id
     n = count(store, tasks)
 
-    def boom(done):
+    def boom(done, members):
         raise RuntimeError("compile failed")
 
     with pytest.raises(RuntimeError):

@@ -347,6 +347,9 @@ async def test_pipeline_runs_in_order_and_passes_ids(env):
 
         assert inputs(train[1]) == [{"task": prep.id, "path": "outputs/data"}]
         assert inputs(ev) == [{"array": tid, "path": "outputs/model", "to": "models"}]
+        plan_inputs = ctl.store.get(ev.id).plan["inputs"]
+        assert [tuple(x) for x in plan_inputs[0]["tasks"]] == [(i, r.id) for i, r in enumerate(train)]
+        assert ctl.store.get(train[0].id).plan["inputs"][0]["task"] == prep.id
         assert all(r.pipeline_id == p.id for r in recs)
         summary = ctl.pipeline_summary(p)
         assert summary["status"] == "pending"
@@ -516,5 +519,34 @@ async def test_submitting_a_thousand_elements_is_fast(env):
         t = time.perf_counter()
         ctl.schedule()
         assert time.perf_counter() - t < 0.05
+    finally:
+        await ctl.stop()
+
+
+async def test_inputs_outside_a_pipeline_wait_for_their_producer(env):
+    ex = FakeExecutor(gpus=4)
+    ctl = make(env, ex)
+    await ctl.start()
+    try:
+        arr, recs = await ctl.submit_array("alice", spec(env, "sweep", array=[1, 2]))
+        prod = await ctl.submit("alice", spec(env, "prod"))
+        cons = await ctl.submit("alice", spec(env, "cons", inputs=[{"task": prod.id, "path": "out"},
+                                                                   {"array": arr.id, "path": "m"}]))
+        deps = ctl.store.dependencies([cons.id])[cons.id]
+        assert [(d.kind, d.on_id, d.when) for d in deps] == [("task", prod.id, "finished"),
+                                                             ("array", arr.id, "all_finished")]
+        plan = ctl.store.get(cons.id).plan
+        assert [tuple(x) for x in plan["inputs"][1]["tasks"]] == [(0, recs[0].id), (1, recs[1].id)]
+        await until(lambda: status(ctl, prod.id) == S.RUNNING)
+        ex.finish(prod.id, 1)  # finished, even failed: the copy may go ahead
+        for r in recs:
+            await until(lambda r=r: status(ctl, r.id) == S.RUNNING)
+            assert status(ctl, cons.id) == S.PENDING
+            ex.finish(r.id, 0)
+        await until(lambda: status(ctl, cons.id) == S.RUNNING)
+        # an explicit dependency on the producer is kept as given
+        strict = await ctl.submit("alice", spec(env, "strict", depends_on=[{"task": cons.id}],
+                                                inputs=[{"task": cons.id, "path": "out"}]))
+        assert [(d.kind, d.when) for d in ctl.store.dependencies([strict.id])[strict.id]] == [("task", "succeeded")]
     finally:
         await ctl.stop()
