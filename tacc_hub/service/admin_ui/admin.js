@@ -152,7 +152,8 @@ function countsOf(a, waitingHere) {
 
 // One row per array (owner, name[size], counts, GPUs of each element), its waiting elements below it when opened.
 function arrayRows(id, a, elements) {
-  const first = elements[0];
+  const first = elements[0]; // the array's place in the queue: its element nearest the head (the list is in queue order)
+  elements = [...elements].sort((x, y) => (x.array_index ?? x.id) - (y.array_index ?? y.id)); // shown in index order
   const open = openArrays.has(id);
   const size = a ? a.size : elements.length;
   const gpus = gpusOf(first);
@@ -160,11 +161,11 @@ function arrayRows(id, a, elements) {
     "aria-label": `${open ? "hide" : "show"} the ${elements.length} waiting elements of array ${id}`,
     onclick: () => { if (openArrays.has(id)) openArrays.delete(id); else openArrays.add(id); loadQueue().catch(() => {}); } },
     open ? "▾" : "▸", ` array ${id}`);
-  const detail = [countsOf(a, elements.length), a?.reason].filter(Boolean).join("; ");
+  const detail = countsOf(a, elements.length); // the array's reason repeats these counts: kept as the cell's tooltip
   const head = el("tr", { class: "array", "data-array-id": id, "data-size": size },
     el("td", { class: "num" }, first.queue?.position ?? ""), el("td", {}, toggle), el("td", {}, first.owner),
     el("td", {}, `${a ? a.name : first.name}[${size}]`), el("td", { class: "num" }, gpus === "" ? "" : `${gpus} each`),
-    el("td", {}, first.queue?.reason ?? ""), el("td", {}, when(first.queue?.estimated_start)), el("td", { class: "counts" }, detail));
+    el("td", {}, first.queue?.reason ?? ""), el("td", {}, when(first.queue?.estimated_start)), el("td", { class: "counts", title: a?.reason ?? "" }, detail));
   return open ? [head, ...elements.map((t) => queueRow(t, true))] : [head];
 }
 
