@@ -78,13 +78,18 @@ class TimedQueue:
     def __init__(self, q: Any, sink: list[float]) -> None:
         self._q = q
         self._sink = sink
+        self.shapes: list[tuple[int, int, int]] = []
 
     def plan(self, *a: Any, **k: Any) -> Any:
+        import gc
+        g0 = gc.get_stats()
         t = time.perf_counter()
-        try:
-            return self._q.plan(*a, **k)
-        finally:
-            self._sink.append(time.perf_counter() - t)
+        out = self._q.plan(*a, **k)
+        self._sink.append(time.perf_counter() - t)
+        g1 = gc.get_stats()
+        self.shapes.append((len(out.starts), len(out.preempts), len(self._q.waiting),
+                            tuple(b["collections"] - a_["collections"] for a_, b in zip(g0, g1, strict=True))))
+        return out
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._q, name)
@@ -145,7 +150,8 @@ async def run(mode: str, passes: int, max_running: int, policy: str, seed: int =
                     tick_t.append(time.perf_counter() - t)
 
             plan_t: list[float] = []
-            ctl.queue = TimedQueue(ctl.queue, plan_t)  # type: ignore[assignment]
+            tq = TimedQueue(ctl.queue, plan_t)
+            ctl.queue = tq  # type: ignore[assignment]
             ctl.schedule = timed_schedule  # type: ignore[method-assign]
             ctl.tick = timed_tick  # type: ignore[method-assign]
             rng = random.Random(seed)
@@ -165,7 +171,8 @@ async def run(mode: str, passes: int, max_running: int, policy: str, seed: int =
             still = sum(1 for lv in ctl.live.values() if lv.status == S.RUNNING)
         finally:
             await ctl.stop()
-        return {"pass": pass_t, "tick": tick_t, "plan": plan_t, "submit_s": submit_s, "size": size, "ended": ended,
+        return {"pass": pass_t, "tick": tick_t, "plan": plan_t, "shapes": tq.shapes,
+                "submit_s": submit_s, "size": size, "ended": ended,
                 "queue_waiting": waiting_now, "gated": gated, "running": still, "pending": pending}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -190,6 +197,10 @@ def main() -> int:
         xs, ts = r["pass"], r["tick"]
         if args.only:
             print("  plan (LiveQueue.plan only) p50", ms(pct(r["plan"], 50)), "p99", ms(pct(r["plan"], 99)))
+            order = sorted(range(len(r["plan"])), key=lambda i: r["plan"][i])
+            print("  slowest plans (ms, starts, preempts, waiting)",
+                  [(round(r["plan"][i] * 1000), *r["shapes"][i]) for i in order[-6:]],
+                  "fastest", [(round(r["plan"][i] * 1000), *r["shapes"][i]) for i in order[:4]])
             print("  slowest passes", [round(x * 1000, 1) for x in sorted(xs)[-8:]],
                   "their order", sorted(range(len(xs)), key=lambda i: xs[i])[-8:])
         print(f"  {label:26s} pass p50 {ms(pct(xs, 50))}  p99 {ms(pct(xs, 99))}  max {ms(max(xs) if xs else 0)}"
