@@ -753,6 +753,8 @@ class Controller(RecoveryMixin, GroupsMixin):
             await self.executor.cancel(rec.id, state)
             self.live.pop(rec.id, None)
             self.queue.drop(rec.id)
+            now_rec = self.store.get(rec.id)
+            self._group_ended(rec.id, now_rec.status if now_rec is not None else S.CANCELLED)
             return
         live.status = S.RUNNING
         if live.cancel_requested or moved.cancel_requested:

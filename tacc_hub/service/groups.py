@@ -230,11 +230,11 @@ class GroupsMixin:
         if spec.array is None:
             raise SpecError.one("array", "this spec has no array: submit it as one task")
         deps = self._check_refs(owner, spec)
-        elements = expand(spec)
-        self._precheck(elements[0], owner)
+        self._precheck(spec, owner)  # the elements share its code and resources
         site = self._site_for(owner)
         max_running = spec.array.max_running
-        rows = await self._off(self._element_rows, owner, elements, site, time.time(), self._members(spec))
+        members = self._members(spec)
+        rows = await self._off(lambda: self._element_rows(owner, expand(spec), site, time.time(), members))
         arr, recs = await self._off(lambda: self.store.insert_array(owner, spec.name, rows, max_running=max_running,
                                                                     deps=deps))
         self._place_new(recs, {r.id: deps for r in recs} if deps else {}, [arr])
@@ -258,8 +258,6 @@ class GroupsMixin:
     async def submit_pipeline(self, owner: str, p: PipelineSpec) -> tuple[PipelineRecord, list[TaskRecord]]:
         """Submit every step of ``p`` in one transaction, each waiting for the steps it needs (an array step:
         all its elements) to succeed; ``inputs.from`` resolved to the producing step's task or array id."""
-        from tacc_hub.schema.arrays import expand
-
         order = p.order()
         index = {s.name: i for i, s in enumerate(p.steps)}
         site = self._site_for(owner)
@@ -269,8 +267,7 @@ class GroupsMixin:
             spec = step.spec
             try:
                 own = self._check_refs(owner, spec, where, pipeline=True)
-                first = expand(spec)[0] if spec.array is not None else spec
-                self._precheck(first, owner)
+                self._precheck(spec, owner)
             except SpecError as exc:
                 raise SpecError([(f if f.startswith("steps[") else f"{where}{f}", m) for f, m in exc.errors]) from None
             plans.append(PipelineStepRows(
