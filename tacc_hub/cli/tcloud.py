@@ -1,6 +1,9 @@
 """tcloud: submit and follow tasks on a tacc_hub cluster.
 
 Commands: init, submit, spec, ps, show, logs, cancel, extend, download, schema, cluster.
+Arrays and pipelines (``tcloud_arrays``): ``ps`` shows each as one row (``--expand``: every task),
+``ID:INDEX`` names an array's element (show, logs, cancel), the id of an array or pipeline shows
+or cancels the whole, and ``submit`` takes a pipeline file and ``--array``/``--sweep``.
 The service URL and token come from --url/--token, TACC_URL/TACC_TOKEN (or
 JupyterHub's JUPYTERHUB_API_TOKEN), or ~/.config/tacc/config.yaml (see
 ``tacc_hub.cli.settings``). Exit status: 0 on success; 1 on an API or input

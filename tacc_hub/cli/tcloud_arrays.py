@@ -134,17 +134,25 @@ def grouped_rows(client: TaccClient, first: dict[str, Any], limit: int, states: 
     """``ps``'s rows, newest first: a task of its own as ``task_row`` makes it, an array or pipeline as one row.
 
     Pages of tasks are read until ``limit`` rows are found (array elements take no row of their own),
-    at most ``MAX_PAGES`` more. Returns the rows and how many tasks were read.
+    at most ``MAX_PAGES`` more. A page that ends inside an array whose last element (id = array id +
+    size - 1) was seen skips to below the array's id: its elements fill exactly that range of ids (the
+    store inserts them in one transaction, the array's id is its first's), so nothing else is skipped.
+    Returns the rows and how many tasks were read.
     """
     from .tcloud import _call, task_row
 
     lone: dict[int, dict[str, Any]] = {}
     arrays: set[int] = set()
     pipelines: set[int] = set()
+    top: dict[int, int] = {}  # array id -> the highest element id seen
+    known: dict[int, dict[str, Any]] = {}
     page, pages, read = first, 0, 0
     while True:
-        for t in page.get("tasks", []):
+        tasks = [t for t in page.get("tasks", []) if isinstance(t, dict)]
+        for t in tasks:
             read += 1
+            if t.get("array_id"):
+                top[int(t["array_id"])] = max(top.get(int(t["array_id"]), 0), int(t["id"]))
             if t.get("pipeline_id"):
                 pipelines.add(int(t["pipeline_id"]))
             elif t.get("array_id"):
@@ -153,9 +161,20 @@ def grouped_rows(client: TaccClient, first: dict[str, Any], limit: int, states: 
                 lone[int(t["id"])] = t
         if len(lone) + len(arrays) + len(pipelines) >= limit or not page.get("next_before") or pages >= MAX_PAGES:
             break
+        before = int(page["next_before"])
+        last = tasks[-1] if tasks else {}
+        aid = last.get("array_id")
+        if isinstance(aid, int) and 0 < aid < int(last.get("id", 0)):
+            if aid not in known:
+                known.update(_fetch_groups(client, "array", {aid}, all_users))
+            size = (known.get(aid) or {}).get("size")
+            if isinstance(size, int) and top.get(aid) == aid + size - 1:
+                before = aid  # the rest of this array's elements: no row of their own
         pages += 1
-        page = _call(client.list, states=states, limit=500, before=page["next_before"], all_users=all_users)
-    found = {**{("array", k): v for k, v in _fetch_groups(client, "array", arrays, all_users).items()},
+        page = _call(client.list, states=states, limit=500, before=before, all_users=all_users)
+    arrays_out = {k: v for k, v in known.items() if k in arrays}
+    arrays_out.update(_fetch_groups(client, "array", arrays - set(arrays_out), all_users))
+    found = {**{("array", k): v for k, v in arrays_out.items()},
              **{("pipeline", k): v for k, v in _fetch_groups(client, "pipeline", pipelines, all_users).items()}}
     keyed: list[tuple[int, list[str]]] = [(tid, task_row(t, all_users, grouped=True)) for tid, t in lone.items()]
     keyed += [(gid, _group_row(kind, g, all_users)) for (kind, gid), g in found.items()]

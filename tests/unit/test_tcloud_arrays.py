@@ -218,7 +218,28 @@ def test_ps_reads_more_pages_when_elements_fill_the_first(fake: type[Fake]) -> N
     assert res.exit_code == 0, res.output
     table = rows(res.stdout)
     assert list(table) == ["ID", "100", "5"]
-    assert ("list", (), {"limit": 500, "before": 107}) in fake.calls
+    assert ("list", (), {"limit": 500, "before": 100}) in fake.calls  # its top (109) seen: below the array
+
+
+def test_ps_skips_the_rest_of_an_array_it_has_seen_the_top_of(fake: type[Fake]) -> None:
+    fake.tasks = [task(100 + i, "pending", name="sweep", array=100, index=i) for i in range(2000)]
+    fake.tasks += [task(99, "running", name="before"), task(5000, "running", name="after")]
+    fake.arrays_ = {100: array(100, 2000, {"pending": 2000}, status="pending")}
+    res = run("ps", "--plain", "-n", "3")
+    assert res.exit_code == 0, res.output
+    assert list(rows(res.stdout)) == ["ID", "5000", "100", "99"]
+    assert [c[2]["before"] for c in fake.calls if c[0] == "list"] == [None, 100]  # one page of elements, no more
+
+
+def test_ps_does_not_skip_what_may_not_be_the_arrays(fake: type[Fake]) -> None:
+    # the array's last element (id 100 + size - 1) is not among those listed: no skip, every page read
+    fake.tasks = [task(100 + i, "pending", name="sweep", array=100, index=i) for i in range(5)]
+    fake.tasks += [task(103 + 1000, "running", name="interleaved")]
+    fake.arrays_ = {100: array(100, 6, {"pending": 6}, status="pending")}
+    res = run("ps", "--plain", "-n", "3")
+    assert res.exit_code == 0, res.output
+    assert list(rows(res.stdout)) == ["ID", "1103", "100"]
+    assert [c[2]["before"] for c in fake.calls if c[0] == "list"] == [None, 103]
 
 
 def test_ps_fetches_an_array_missing_from_the_listing_by_id(fake: type[Fake], monkeypatch: pytest.MonkeyPatch) -> None:
