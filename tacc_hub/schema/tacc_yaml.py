@@ -9,6 +9,8 @@ people write task files by hand:
   ``entrypoint: {argv: [...]}`` is an exact argv;
 - ``resources.time_limit`` and ``resources.memory`` accept ``2h`` / ``16G``.
 
+A file with a top-level ``steps:`` (and no ``entrypoint``) is a pipeline (``pipeline.load_pipeline``).
+
 Invariant: pure (text in, spec out); errors name the field.
 """
 
@@ -46,4 +48,9 @@ def spec_from_data(data: Any, prefix: str = "") -> TaskSpec:
 
 
 def load_tacc_yaml(text: str | bytes, source: str = "tacc.yaml") -> TaskSpec:
-    return spec_from_data(load_yaml(text, source))
+    """One task from a tacc.yaml; a pipeline file (top-level ``steps:``, see ``pipeline``) is refused, saying so."""
+    doc = load_yaml(text, source)
+    if isinstance(doc, dict) and "steps" in doc and "entrypoint" not in doc:
+        raise SpecError.one("steps", "this is a pipeline file (steps:), not one task: read it with load_pipeline "
+                                     "(tcloud submit does)")
+    return spec_from_data(doc)

@@ -6,7 +6,15 @@ from typing import Any
 
 import pytest
 
-from tacc_hub.schema import PipelineSpec, SpecError, is_pipeline, load_pipeline, load_yaml, pipeline_from_data
+from tacc_hub.schema import (
+    PipelineSpec,
+    SpecError,
+    is_pipeline,
+    load_pipeline,
+    load_tacc_yaml,
+    load_yaml,
+    pipeline_from_data,
+)
 
 PIPELINE = """
 name: prep-train-eval
@@ -146,3 +154,9 @@ def test_no_reader_no_files() -> None:
     with pytest.raises(SpecError, match="give it inline"):
         load_pipeline({"steps": [{"name": "a", "spec": "a.yaml"}]})
     assert load_pipeline({"steps": [{"name": "a", "entrypoint": "true"}]}).name == "pipeline"
+
+
+def test_a_pipeline_file_read_as_one_task_says_what_it_is() -> None:
+    with pytest.raises(SpecError) as exc:
+        load_tacc_yaml(PIPELINE)
+    assert exc.value.errors[0][0] == "steps" and "pipeline file" in exc.value.errors[0][1]
