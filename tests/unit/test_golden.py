@@ -30,6 +30,13 @@ UPDATE = os.environ.get("TACC_UPDATE_GOLDEN") == "1"
 GIT = {"kind": "git", "url": "https://example.org/lab/model.git", "commit": "0123456789abcdef0123456789abcdef01234567"}
 
 CASES: dict[str, dict[str, Any]] = {
+    # an array's element (issue 20): its parameters (hostile text among them) as TACC_PARAM_* and params.json,
+    # and an input from an earlier task copied in before the program starts
+    "array-element-inputs": {
+        "entrypoint": {"argv": ["python", "train.py", "--lr=0.001", "--note", "$(x) `y` 'q'"]},
+        "array_element": {"index": 3, "size": 8, "params": {"lr": 0.001, "note": "$(x) `y` 'q'\n2nd", "on": True}},
+        "inputs": [{"task": 5, "path": "outputs/data", "to": "data"}],
+    },
     "plain-argv": {
         "entrypoint": {"argv": ["python", "train.py", "--epochs", "3", "--note", "it's $(fine)"]},
     },
@@ -154,6 +161,10 @@ SBATCH_CASES: dict[str, dict[str, Any]] = {
         "env_step": (f"/opt/py {HOSTILE}/bin/python3", f"/opt/tacc {HOSTILE}"),
     },
     # the owner's group mapped to Slurm's --account and --qos (the Slurm executor's account_map / qos_map)
+    "slurm-array-inputs": {
+        "plan": "array-element-inputs", "nodes": [("n2", [0])], "dir": "/srv/tacc/tasks/12", "env": {},
+        "partition": None,
+    },
     "slurm-account-qos": {
         "plan": "plain-argv", "nodes": [("n4", [])], "dir": "/srv/tacc/tasks/9", "env": {}, "partition": "gpu",
         "account": "phys-lab_1.a", "qos": "normal",
