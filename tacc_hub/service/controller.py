@@ -29,6 +29,10 @@ Invariants:
   ``executor_state`` (``recovery.SERVICE_KEYS``), so they survive a restart of the service.
 - Every ended run is recorded (``Store.add_attempt``); ``Launch.attempt`` (TACC_ATTEMPT) counts the
   earlier runs.
+- Arrays, pipelines, dependencies (``groups``): a waiting task whose dependency is unmet, or whose array
+  has ``max_running`` elements admitted, is gated (out of the policy's queue) until then; every end
+  (``_finish``, a cancel) goes through ``_group_ended``, which frees the array's slot and re-checks what
+  waited on it (released, or cancelled when it can never be met); the gates are rebuilt at ``recover``.
 - Time: a run's limit is its plan's plus its own extensions (``extend``; a new run starts from the
   plan's again); the task is launched with its deadline (TACC_DEADLINE) and gets SIGUSR1 once per
   limit at ``deadline - qos.warn_before`` (only when that is after its start; an extension re-arms

@@ -550,3 +550,26 @@ async def test_inputs_outside_a_pipeline_wait_for_their_producer(env):
         assert [(d.kind, d.when) for d in ctl.store.dependencies([strict.id])[strict.id]] == [("task", "succeeded")]
     finally:
         await ctl.stop()
+
+
+async def test_element_held_for_a_restart_keeps_its_slot(env):
+    store, codes, site, _ = env
+    ex = FakeExecutor(gpus=4)
+    ctl = Controller(store, ex, site, FifoGang(), codes, poll_interval=0.02, restart_backoff=0.3)
+    await ctl.start()
+    try:
+        arr, recs = await ctl.submit_array("alice", spec(env, gpus=1, array="0-2%1", qos={"max_restarts": 1}))
+        ids = [r.id for r in recs]
+        await until(lambda: status(ctl, ids[0]) == S.RUNNING)
+        ex.finish(ids[0], 5)
+        await until(lambda: ids[0] in ctl.held)
+        assert ctl.arrays[arr.id].admitted == {ids[0]}
+        await asyncio.sleep(0.1)
+        assert status(ctl, ids[1]) == S.PENDING and ids[1] in ctl.gated
+        await until(lambda: status(ctl, ids[0]) == S.RUNNING and len(ex.launched) == 2)
+        assert status(ctl, ids[1]) == S.PENDING
+        ex.finish(ids[0], 0)
+        await until(lambda: status(ctl, ids[1]) == S.RUNNING)
+        assert status(ctl, ids[2]) == S.PENDING
+    finally:
+        await ctl.stop()
