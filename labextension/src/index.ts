@@ -184,7 +184,8 @@ const plugin: JupyterFrontEndPlugin<void> = {
     // 10 minutes before a running task's end: a notification (once per run of the task)
     const warned = loadWarned();
     const checkDeadlines = (): void => {
-      const due = dueWarnings(model.tasks, api.now(), warned);
+      // not for array elements: a sweep of 100 would warn 100 times (an element opened in its array's row shows its time left)
+      const due = dueWarnings(model.tasks.filter(t => t.array_id == null), api.now(), warned);
       if (!due.length) {
         return;
       }
