@@ -101,7 +101,7 @@ class ArrayHandler(ApiHandler):
         "response": ArrayDetailOut,
     }}
 
-    def get(self, array_id: str) -> None:
+    async def get(self, array_id: str) -> None:
         arr = visible_array(self, array_id)
         states = parse_states(self)
         index = self.int_arg("index", -1, 0, 10**9) if self.get_query_argument("index", None) is not None else None
@@ -111,11 +111,41 @@ class ArrayHandler(ApiHandler):
         ctl = self.ctx.controller
         out = array_out(ctl, arr)
         if want in ("1", "true"):
-            recs: list[TaskRecord] = self.ctx.store.array_tasks(arr.id, states or None)
             if index is not None:
-                recs = [r for r in recs if r.array_index == index]
+                recs = [r for r in element_at(self, arr, index) if not states or r.status in states]
+            else:
+                recs = await elements(self, arr, states)
             out["tasks"] = [task_out(ctl, r) for r in recs]
         self.write_json(out)
+
+
+BIG_ARRAY = 1000
+"""Arrays with more elements than this are read from the store in a worker thread (when the store allows it)."""
+
+
+async def elements(handler: ApiHandler, arr: Any, states: list[Any]) -> list[TaskRecord]:
+    """An array's elements (index order, ``states`` only if given); a big array's off the event loop."""
+    store = handler.ctx.store
+    if arr.size > BIG_ARRAY:
+        recs: list[TaskRecord] = await handler.ctx.controller._off(store.array_tasks, arr.id, states or None)
+        return recs
+    return store.array_tasks(arr.id, states or None)
+
+
+def element_at(handler: ApiHandler, arr: Any, index: int) -> list[TaskRecord]:
+    """The element of index ``index`` ([] when none), looked up by id first: elements are inserted in index
+    order, usually with consecutive ids, so id = array id + (index - the first's index) or + index is tried
+    (and checked) before every element is read."""
+    store = handler.ctx.store
+    first = store.get(arr.id)
+    guesses = [arr.id + index] + ([arr.id + index - first.array_index]
+                                  if first is not None and first.array_index is not None else [])
+    for tid in dict.fromkeys(guesses):
+        if arr.id <= tid < arr.id + arr.size:
+            rec = first if tid == arr.id else store.get(tid)
+            if rec is not None and rec.array_id == arr.id and rec.array_index == index:
+                return [rec]
+    return [r for r in store.array_tasks(arr.id) if r.array_index == index]
 
 
 class ArrayCancelHandler(ApiHandler):

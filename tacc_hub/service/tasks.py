@@ -81,15 +81,17 @@ class TasksHandler(ApiHandler):
         },
     }
 
-    def get(self) -> None:
+    async def get(self) -> None:
         states = parse_states(self)
         limit = self.int_arg("limit", 50, 1, 500)
         before = self.int_arg("before", 0, 0, 2**62) or None
         owner = list_owner(self)
         ctl = self.ctx.controller
         if self.get_query_argument("array", None) is not None:
+            from .arrays import elements as array_elements
+
             arr = visible_array(self, self.int_arg("array", 0, 0, 2**62))
-            elements = sorted(self.ctx.store.array_tasks(arr.id, states or None), key=lambda r: r.id, reverse=True)
+            elements = sorted(await array_elements(self, arr, states), key=lambda r: r.id, reverse=True)
             total = len(elements)
             if before is not None:
                 elements = [r for r in elements if r.id < before]

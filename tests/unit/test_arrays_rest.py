@@ -57,6 +57,9 @@ class Ctl:
     def __init__(self, store: Store) -> None:
         self.store, self.executor, self.cancelled = store, Executor(), 0
 
+    async def _off(self, fn: Any, *args: Any) -> Any:
+        return fn(*args)
+
     def queue_info(self, rec: Any) -> None:
         return None
 
@@ -288,10 +291,28 @@ async def test_hostile_parameters_of_one_array_are_400(store: Store) -> None:
         assert (await api.call("GET", f"/api/arrays/{aid}?index=7"))[1]["tasks"] == []
 
 
+@pytest.mark.parametrize(("array", "index", "position"), [
+    ("3-7", 5, 2), ("0-20:5", 10, 2), ("1,3,8-10", 9, 3), ([5, 6, 7], 2, 2), ("2-4", 0, None), ("0-20:5", 3, None),
+])
+async def test_an_element_is_found_by_its_index(store: Store, array: Any, index: int, position: int | None) -> None:
+    async with serving(store) as api:
+        _, other, _ = await api.call("POST", "/api/tasks", body=spec(array="0-2"))  # ids before, not of this array
+        _, body, _ = await api.call("POST", "/api/tasks", body=spec(array=array))
+        aid = body["array"]["id"]
+        status, out, _ = await api.call("GET", f"/api/arrays/{aid}?index={index}")
+        assert status == 200
+        assert [t["id"] for t in out["tasks"]] == ([] if position is None else [body["task_ids"][position]])
+        assert all(t["array_id"] == aid and t["array_index"] == index for t in out["tasks"])
+        status, out, _ = await api.call("GET", f"/api/arrays/{aid}?index={index}&state=running")
+        assert out["tasks"] == []
+
+
 async def test_a_ten_thousand_element_array_is_one_request(store: Store) -> None:
     async with serving(store) as api:
         status, body, _ = await api.call("POST", "/api/tasks", body=spec(array={"range": "0-9999"}))
         assert status == 201, body
         assert body["array"]["size"] == 10_000 and len(body["task_ids"]) == 10_000
+        status, out, _ = await api.call("GET", f"/api/arrays/{body['array']['id']}")
+        assert status == 200 and len(out["tasks"]) == 10_000
         status, out, _ = await api.call("POST", "/api/tasks", body=spec(array={"range": "0-10000"}))
         assert status == 422 and out["errors"][0]["field"].startswith("array")
