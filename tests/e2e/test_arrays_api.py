@@ -294,3 +294,35 @@ def test_hostile_parameters_of_one_array_are_400(service):
         assert api.call("GET", f"/api/arrays/{aid}?index=7")[1]["tasks"] == []
     finally:
         cancel_and_wait(api, body["task_ids"], [aid])
+
+
+def test_tuxiv_bodies_with_array_and_dependency(service):
+    """format=tuxiv: array= is an array (201, Location, task_ids), dependency=afterok on one's own task waits,
+    on another user's task 404 with nothing stored; dry_run of an array shows its first element's plan."""
+    alice = Api(service.url, service.token("alice"))
+    dave = Api(service.url, service.token("dave"))
+    code = upload_code(alice, {"x.txt": "x"})
+    status, first = alice.call("POST", "/api/tasks", _sleeper(code, "first"))
+    assert status == 201, first
+    body = ("entrypoint: [sleep 60]\ncode: {{kind: snapshot, digest: {d}}}\n"
+            "job:\n  name: tux\n  general:\n    - array=0-2%1\n    - dependency=afterok:{t}\n")
+    ids: list[int] = [first["id"]]
+    try:
+        status, out = alice.call("POST", "/api/tasks?format=tuxiv&dry_run=1",
+                                 body.format(d=code["digest"], t=first["id"]), content_type="application/yaml")
+        assert status == 200 and "TACC_ARRAY_INDEX" in json.dumps(out["plan"]), out
+        status, out = alice.call("POST", "/api/tasks?format=tuxiv", body.format(d=code["digest"], t=first["id"]),
+                                 content_type="application/yaml")
+        assert status == 201, out
+        ids += out["task_ids"]
+        assert out["array"]["size"] == 3 and out["array"]["max_running"] == 1 and out["status"] == "pending"
+        shown = alice.call("GET", f"/api/tasks/{out['id']}")[1]
+        assert shown["queue"] and shown["queue"]["reason"] == "Dependency", shown
+        before = _total(dave)
+        dcode = upload_code(dave, {"x.txt": "x"})
+        status, out = dave.call("POST", "/api/tasks?format=tuxiv", body.format(d=dcode["digest"], t=first["id"]),
+                                content_type="application/yaml")
+        assert status == 404, out
+        assert _total(dave) == before
+    finally:
+        cancel_and_wait(alice, ids)
