@@ -343,8 +343,8 @@ class GroupsMixin:
                 doomed.append((rec.id, never))
         for aid in touched:
             self._fill(self.arrays[aid])
-        for tid, cause in doomed:
-            self._cancel_unmet(tid, cause)
+        if doomed:
+            self._cancel_unmet(doomed)
 
     def _apply_states(self, tid: int, gate: Gate, keys: Iterable[DepKey],
                       states: Mapping[DepKey, tuple[str, str]]) -> str | None:
@@ -455,27 +455,40 @@ class GroupsMixin:
                 self.waiters.pop(key, None)
                 continue
             states = self._dep_states({k for _, g in gates for k in g.unmet})
+            doomed: list[tuple[int, str]] = []
             for tid, gate in gates:
                 if self.gated.get(tid) is not gate:
                     continue
                 never = self._apply_states(tid, gate, gate.unmet, states)
                 if never is not None:
-                    work.extend(self._cancel_unmet(tid, never, cascade=False))
+                    doomed.append((tid, never))
+            if doomed:
+                work.extend(self._cancel_unmet(doomed, cascade=False))
 
-    def _cancel_unmet(self, tid: int, cause: str, *, cascade: bool = True) -> list[tuple[str, int]]:
-        """End a waiting task whose dependency can never be met as CANCELLED, with the reason; the keys to
-        re-check (or, with ``cascade``, re-checked here)."""
-        reason = DEP_PREFIX + cause
-        done = self.store.transition(tid, S.CANCELLED, expected=S.PENDING, finished_at=time.time(), reason=reason)
-        if done is None:
-            log.warning("task %s: %s, but it is no longer pending", tid, reason)
-            return []
-        log.info("task %s cancelled: %s", tid, reason)
-        self.queue.drop(tid)
-        self.held.pop(tid, None)
-        self.attempts.pop(tid, None)
-        self._changed = True
-        keys = self._forget(tid, S.CANCELLED)
+    def _cancel_unmet(self, doomed: Sequence[tuple[int, str]], *, cascade: bool = True) -> list[tuple[str, int]]:
+        """End waiting tasks whose dependency can never be met as CANCELLED, each with its cause (one guarded
+        statement per cause: an array's 1,000 elements are one write); the keys to re-check (or, with
+        ``cascade``, re-checked here)."""
+        by_cause: dict[str, list[int]] = {}
+        for tid, cause in doomed:
+            by_cause.setdefault(cause, []).append(tid)
+        now = time.time()
+        keys: list[tuple[str, int]] = []
+        for cause, tids in by_cause.items():
+            reason = DEP_PREFIX + cause
+            gone = self.store.cancel_pending(tids, reason=reason, at=now)
+            for tid in set(tids) - set(gone):
+                log.warning("task %s: %s, but it is no longer pending", tid, reason)
+            if not gone:
+                continue
+            log.info("%s cancelled: %s", _ids(gone), reason)
+            for tid in gone:  # out of every queue first, then the gates (no freed slot admits one of them)
+                self.queue.drop(tid)
+                self.held.pop(tid, None)
+                self.attempts.pop(tid, None)
+            for tid in gone:
+                keys.extend(self._forget(tid, S.CANCELLED))
+            self._changed = True
         if cascade and keys:
             self._recheck(keys)
             return []
@@ -554,8 +567,8 @@ class GroupsMixin:
                 doomed.append((r.id, never))
         for ag in list(self.arrays.values()):
             self._fill(ag)
-        for tid, cause in doomed:
-            self._cancel_unmet(tid, cause)
+        if doomed:
+            self._cancel_unmet(doomed)
         if self.gated:
             log.info("recovered %d waiting tasks held back by a dependency or an array's max_running",
                      len(self.gated))
@@ -702,6 +715,11 @@ class GroupsMixin:
                 out["reason"] = self.reason_for(rec) if rec is not None else None
             steps.append(out)
         return {"status": _aggregate(counts, len(recs)), "steps": steps}
+
+
+def _ids(ids: Sequence[int]) -> str:
+    """"task 12" or "tasks 12-14 (3)" for the log."""
+    return f"task {ids[0]}" if len(ids) == 1 else f"tasks {ids[0]}-{ids[-1]} ({len(ids)})"
 
 
 def _aggregate(counts: Mapping[str, int], size: int) -> str:

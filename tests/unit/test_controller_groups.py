@@ -573,3 +573,25 @@ async def test_element_held_for_a_restart_keeps_its_slot(env):
         assert status(ctl, ids[2]) == S.PENDING
     finally:
         await ctl.stop()
+
+
+async def test_a_failed_dependency_cancels_a_whole_array_at_once(env):
+    ex = FakeExecutor(gpus=4)
+    ctl = make(env, ex)
+    await ctl.start()
+    try:
+        a = await ctl.submit("alice", spec(env, "prepare"))
+        arr, _ = await ctl.submit_array("alice", spec(env, "sweep", array="0-299%4", depends_on=[{"task": a.id}]))
+        after = await ctl.submit("alice", spec(env, "report", depends_on=[{"array": arr.id}]))
+        assert len(ctl.gated) == 301
+        await until(lambda: status(ctl, a.id) == S.RUNNING)
+        ex.finish(a.id, 1)
+        await until(lambda: status(ctl, after.id) == S.CANCELLED)
+        assert ctl.array_summary(arr)["counts"] == {"cancelled": 300}
+        assert {r.reason for r in ctl.store.array_tasks(arr.id)} == {
+            f"dependency can never be met: task {a.id} (prepare) failed"}
+        assert ctl.store.get(after.id).reason == (f"dependency can never be met: array {arr.id} (sweep): 300 of 300 "
+                                                  f"elements did not succeed, as task {a.id} (prepare) failed")
+        assert not ctl.gated and not ctl.waiters and not ctl.arrays and not ex.launched[1:]
+    finally:
+        await ctl.stop()
