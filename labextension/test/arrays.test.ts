@@ -126,3 +126,62 @@ describe('groupChanges', () => {
     expect(groupChanges(next.seen, [ended], []).changes).toEqual([]);
   });
 });
+
+describe('TasksModel with arrays', () => {
+  const { TaccApi } = jest.requireActual('../src/api');
+  const { TasksModel } = jest.requireActual('../src/tasks');
+
+  function serve(rounds: { tasks: any[]; arrays?: any[] | 404 }[]) {
+    const state = { round: 0 };
+    const calls: string[] = [];
+    const api = new TaccApi(async (path: string) => {
+      calls.push(path);
+      const r = rounds[Math.min(state.round, rounds.length - 1)];
+      if (path.startsWith('tacc/api/tasks?')) {
+        return new Response(JSON.stringify({ tasks: r.tasks, total: r.tasks.length }));
+      }
+      if (path.startsWith('tacc/api/arrays') || path.startsWith('tacc/api/pipelines')) {
+        if (r.arrays === 404) {
+          return new Response('{"message": "not found"}', { status: 404 });
+        }
+        return new Response(JSON.stringify(path.startsWith('tacc/api/arrays') ? { arrays: r.arrays ?? [] } : { pipelines: [] }));
+      }
+      return new Response('{}');
+    });
+    return { api, calls, state };
+  }
+
+  it('signals no element change one by one, and the array once it ended', async () => {
+    const els = (s: string[]) => s.map((st, i) => task(10 + i, st, { array_id: 10, array_index: i }));
+    const { api, state } = serve([
+      { tasks: [...els(['running', 'pending']), task(3, 'running')], arrays: [array(10, { status: 'running' })] },
+      { tasks: [...els(['succeeded', 'succeeded']), task(3, 'succeeded')], arrays: [array(10, { status: 'succeeded', done: 2 })] }
+    ]);
+    const model = new TasksModel(api);
+    model.poll.dispose();
+    const tasks: string[] = [];
+    const groups: string[] = [];
+    model.stateChanged.connect((_: unknown, cs: any[]) => cs.forEach(c => tasks.push(`${c.task.id}:${c.to}`)));
+    model.groupChanged.connect((_: unknown, cs: any[]) => cs.forEach(c => groups.push(`${c.kind}${c.id}:${c.from}->${c.to}`)));
+    await model.refresh();
+    state.round = 1;
+    await model.refresh();
+    expect(tasks).toEqual(['3:succeeded']);
+    expect(groups).toEqual(['array10:running->succeeded']);
+    model.dispose();
+  });
+
+  it('asks for the tasks 200 at a time, and makes array rows from the tasks when the service has no /api/arrays', async () => {
+    const { api, calls } = serve([{ tasks: [task(10, 'running', { array_id: 10, array_index: 0 })], arrays: 404 }]);
+    const model = new TasksModel(api);
+    model.poll.dispose();
+    await model.refresh();
+    expect(calls.find(c => c.startsWith('tacc/api/tasks?'))).toContain('limit=200');
+    expect(model.arrays).toEqual([]);
+    const rows = groupRows(model.tasks, model.arrays, model.pipelines);
+    expect(rows.map((r: any) => r.key)).toEqual(['a10']);
+    await model.refresh(); // not asked again for a while
+    expect(calls.filter(c => c.startsWith('tacc/api/arrays'))).toHaveLength(1);
+    model.dispose();
+  });
+});
