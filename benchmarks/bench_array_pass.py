@@ -14,7 +14,10 @@ Three runs, same machine, same order of ends:
 - ``singles`` (the baseline): the same 10,000-odd tasks submitted one by one, no array;
 - ``arrays``: 10 arrays, no ``max_running``;
 - ``arrays max_running 50``: 10 arrays of which at most 50 elements each run at once (the rest gated).
-The garbage collector collects and freezes after the set-up, as the service does (gcpause).
+The garbage collector collects and freezes after the set-up, as the service does (gcpause). The run-time
+history starts with 2,000 completed runs (``--history``; what the service reads from its store at start):
+the ``tacc`` policy rebuilds its model, re-ranking every waiting task, each time the history has grown
+by 5% (+8), so on an empty history it would do so every 8 ends, an artefact of a new service.
 
 Usage: python benchmarks/bench_array_pass.py [--passes 200] [--max-running 50]
 """
@@ -103,12 +106,15 @@ async def until(pred: Callable[[], bool], timeout: float = 60.0) -> None:
         await asyncio.sleep(0.005)
 
 
-async def run(mode: str, passes: int, max_running: int, policy: str, seed: int = 1) -> dict[str, Any]:
+async def run(mode: str, passes: int, max_running: int, policy: str, history: int, seed: int = 1) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="tacc-array-pass-"))
     try:
         ctl, ex, digest = controller(tmp, policy)
         await ctl.start()
         try:
+            hrng = random.Random(seed)
+            for _ in range(history):  # run times the service learnt from its store at start (_learn_history)
+                ctl.queue.history.observe("default", hrng.lognormvariate(7.1, 2.0))
             running_cap = NODES * GPUS if mode != "max" else min(NODES * GPUS, ARRAYS * max_running)
             size = WAITING + -(-running_cap // ARRAYS)  # 1,000 wait once the cluster (or the caps) are full
             t0 = time.perf_counter()
@@ -164,8 +170,8 @@ async def run(mode: str, passes: int, max_running: int, policy: str, seed: int =
                     ex.finish(tid, 0)  # wakes the controller
                 ended += len(done)
                 await until(lambda b=before, d=done: len(tick_t) > b and all(t not in ctl.live for t in d),  # type: ignore[misc]
-                            timeout=30)
-                await until(lambda: not any(lv.busy for lv in ctl.live.values()), timeout=30)  # launches done
+                            timeout=120)
+                await until(lambda: not any(lv.busy for lv in ctl.live.values()), timeout=120)  # launches done
             waiting_now = len(ctl.queue.waiting)
             gated = len(getattr(ctl, "gated", ()) or ())
             still = sum(1 for lv in ctl.live.values() if lv.status == S.RUNNING)
@@ -183,6 +189,8 @@ def main() -> int:
     ap.add_argument("--passes", type=int, default=200)
     ap.add_argument("--max-running", type=int, default=50)
     ap.add_argument("--policy", default="tacc")
+    ap.add_argument("--history", type=int, default=2000,
+                    help="completed runs in the history at start (the service learns its last 2,000 at start)")
     ap.add_argument("--only", choices=["singles", "arrays", "max"], help="one run only (no ratio)")
     args = ap.parse_args()
     header(f"controller pass: {ARRAYS} arrays x {WAITING:,} waiting elements, {NODES * GPUS:,} GPUs ({NODES} nodes x "
@@ -192,7 +200,7 @@ def main() -> int:
                         ("max", f"arrays max_running {args.max_running}")):
         if args.only and mode != args.only:
             continue
-        r = asyncio.run(run(mode, args.passes, args.max_running, args.policy))
+        r = asyncio.run(run(mode, args.passes, args.max_running, args.policy, args.history))
         results[mode] = r
         xs, ts = r["pass"], r["tick"]
         if args.only:
