@@ -39,6 +39,7 @@ from .tasks import (
     check_account,
     check_code,
     check_identity,
+    check_not_element,
     list_owner,
     not_found,
     parse_states,
@@ -200,6 +201,7 @@ class PipelinesHandler(ApiHandler):
         pipeline = await self._pipeline()
         check_identity(self)
         for i, step in enumerate(pipeline.steps):
+            check_not_element(step.spec, f"steps[{i}].spec.")
             check_account(self, step.spec, f"steps[{i}].spec.")
             check_code(self, step.spec, f"steps[{i}].spec.")
         ctl = self.ctx.controller

@@ -133,6 +133,7 @@ class TasksHandler(ApiHandler):
 
     async def post(self) -> None:
         spec = await self._spec()
+        check_not_element(spec)
         self._check_account(spec)
         self._check_identity()
         dry_run = self.get_query_argument("dry_run", "0") in ("1", "true")
@@ -212,6 +213,13 @@ def check_account(handler: ApiHandler, spec: Any, prefix: str = "") -> None:
         message = (f"account {spec.account!r} is not your group: tasks are accounted to your group "
                    f"{group!r}; leave account out, or write account={group}")
         raise ApiError(403, message, [{"field": f"{prefix}account", "message": message}])
+
+
+def check_not_element(spec: Any, prefix: str = "") -> None:
+    """``array_element`` is the service's own mark on an array's elements: a request may not write it."""
+    if spec.array_element is not None:
+        message = "array_element is set by the service on an array's elements; give array instead"
+        raise ApiError(422, message, [{"field": f"{prefix}array_element", "message": message}])
 
 
 def check_identity(handler: ApiHandler) -> None:

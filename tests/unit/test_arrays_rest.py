@@ -224,6 +224,8 @@ async def test_others_arrays_are_404_and_admins_see_them(store: Store) -> None:
     (spec(array={"grid": {n: list(range(10)) for n in "abcde"}}), "array"),
     (spec(array={"range": "0-3", "max_running": 0}), "array.max_running"),
     (spec(array="0-3", entrypoint={"argv": ["echo", "{nope}"]}), "entrypoint.argv[1]"),
+    # the service's own mark on an element, written by the client
+    (spec(array_element={"index": 0, "size": 1, "params": {"x": "$(id)"}}), "array_element"),
 ])
 async def test_hostile_arrays_are_422_naming_the_field(store: Store, body: dict[str, Any], field: str) -> None:
     async with serving(store) as api:
@@ -249,6 +251,8 @@ async def test_hostile_arrays_are_422_naming_the_field(store: Store, body: dict[
     (b"[1, 2]", "application/json", 422, ""),
     (b"{", "application/json", 422, ""),
     (b"steps: []", "text/plain", 415, "Content-Type"),
+    ({"name": "e", "steps": [{"name": "a", "spec": spec(array_element={"index": 0, "size": 1})}]},
+     "application/json", 422, "steps[0].spec.array_element"),
 ])
 async def test_pipeline_bodies_refused_naming_the_field(store: Store, body: Any, ctype: str, status: int,
                                                         field: str) -> None:
