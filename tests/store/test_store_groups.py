@@ -159,3 +159,17 @@ def test_thousand_element_array_is_fast(store: Store) -> None:
     assert best < 1.5 * plain + 0.03, f"array {best * 1000:.0f} ms, the same rows as tasks {plain * 1000:.0f} ms"
     if store.dialect == "sqlite":
         assert best < 0.2, f"1,000-element insert took {best * 1000:.0f} ms"
+
+
+def test_cancel_pending_is_guarded(store: Store) -> None:
+    arr, recs = store.insert_array("alice", "a", [row(index=i) for i in range(4)], max_running=None)
+    store.transition(recs[1].id, S.STARTING, expected=S.PENDING)
+    gone = store.cancel_pending([r.id for r in recs] + [424242], reason="cancelled before it started", at=5.0)
+    assert gone == [recs[0].id, recs[2].id, recs[3].id]
+    got = store.get(recs[2].id)
+    assert got.status == S.CANCELLED and got.finished_at == 5.0 and got.reason == "cancelled before it started"
+    assert store.get(recs[1].id).status == S.STARTING
+    assert store.cancel_pending([recs[0].id], reason="again", at=6.0) == []
+    assert store.get(recs[0].id).reason == "cancelled before it started"
+    assert store.cancel_pending([], reason="x", at=1.0) == []
+    assert [r.id for r in store.array_tasks(arr.id, [S.CANCELLED], limit=1)] == [recs[0].id]
