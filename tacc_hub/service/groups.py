@@ -54,6 +54,7 @@ S = TaskStatus
 DEP_PREFIX = "dependency can never be met: "
 _BAD = frozenset({S.FAILED, S.LOST, S.CANCELLED})
 _RUNNING = frozenset({S.STARTING, S.RUNNING, S.CANCELLING})
+_NOT_ENDED = (S.PENDING, S.STARTING, S.RUNNING, S.CANCELLING)
 _VERB = {"succeeded": "succeed", "finished": "finish", "failed": "fail"}
 
 DepKey = tuple[str, int, str]  # (kind, id waited on, when)
@@ -578,23 +579,22 @@ class GroupsMixin:
     async def cancel_array(self, array_id: int) -> int:
         """Cancel every element of the array not ended: the waiting ones at once (one statement, the executor
         untouched), the others through ``cancel``. Returns how many were moved to cancelled or cancelling."""
-        return await self._cancel_group(self.store.array_tasks(array_id, [S.PENDING, S.STARTING, S.RUNNING,
-                                                                          S.CANCELLING]))
+        return await self._cancel_group(self.store.group_briefs(array_id=array_id, states=_NOT_ENDED))
 
     async def cancel_pipeline(self, pipeline_id: int) -> int:
         """Cancel every task of the pipeline not ended (as ``cancel_array``)."""
-        recs = [r for r in self.store.pipeline_tasks(pipeline_id) if not r.status.is_terminal()]
-        return await self._cancel_group(recs)
+        return await self._cancel_group(self.store.group_briefs(pipeline_id=pipeline_id, states=_NOT_ENDED))
 
-    async def _cancel_group(self, recs: Sequence[TaskRecord]) -> int:
-        pending = [r.id for r in recs if r.status == S.PENDING]
-        now = time.time()
-        gone = self.store.cancel_pending(pending, reason="cancelled before it started", at=now) if pending else []
+    async def _cancel_group(self, briefs: Sequence[TaskBrief]) -> int:
+        pending = [b.id for b in briefs if b.status == S.PENDING]
+        # Guarded (PENDING only), so it may run in a worker thread: one started meanwhile is not touched here
+        # and is cancelled below, where it is by then.
+        gone = await self._off(lambda: self.store.cancel_pending(pending, reason="cancelled before it started",
+                                                                 at=time.time())) if pending else []
         for tid in gone:  # out of every queue first, so that no slot freed below admits one of them
             self.queue.drop(tid)
             self.held.pop(tid, None)
             self.attempts.pop(tid, None)
-            self.gated.pop(tid, None)
         keys: list[tuple[str, int]] = []
         for tid in gone:
             keys.extend(self._forget(tid, S.CANCELLED))
@@ -602,19 +602,19 @@ class GroupsMixin:
             self._recheck(keys)
         n = len(gone)
         self._changed = True
-        left = set(pending) - set(gone)  # moved on meanwhile: cancel where they are now
-        for r in recs:
-            if r.status == S.PENDING and r.id not in left:
+        done = set(gone)
+        for b in briefs:
+            if b.id in done or b.status == S.CANCELLING:
                 continue
-            now_rec = self.store.get(r.id) if r.id in left else r
-            if now_rec is None or now_rec.status.is_terminal() or now_rec.status == S.CANCELLING:
+            rec = self.store.get(b.id)
+            if rec is None or rec.status.is_terminal() or rec.status == S.CANCELLING:
                 continue
             try:
-                got = await self.cancel(now_rec)
+                got = await self.cancel(rec)
                 if got.status in (S.CANCELLED, S.CANCELLING) or got.cancel_requested:
                     n += 1
             except Exception as exc:  # ended meanwhile (Conflict): nothing to do
-                log.debug("cancel of task %s: %s", r.id, exc)
+                log.debug("cancel of task %s: %s", b.id, exc)
         self.wake()
         return n
 

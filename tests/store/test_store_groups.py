@@ -173,3 +173,17 @@ def test_cancel_pending_is_guarded(store: Store) -> None:
     assert store.get(recs[0].id).reason == "cancelled before it started"
     assert store.cancel_pending([], reason="x", at=1.0) == []
     assert [r.id for r in store.array_tasks(arr.id, [S.CANCELLED], limit=1)] == [recs[0].id]
+
+
+def test_group_briefs(store: Store) -> None:
+    p, recs = store.insert_pipeline("alice", "pipe", [
+        PipelineStepRows("a", rows=[row(name="a")]),
+        PipelineStepRows("b", needs=["a"], rows=[row(name="b", index=i) for i in range(3)], array=True)])
+    store.transition(recs[2].id, S.CANCELLED, expected=S.PENDING)
+    assert [b.id for b in store.group_briefs(pipeline_id=p.id)] == [r.id for r in recs]
+    arr = recs[1].array_id
+    briefs = store.group_briefs(array_id=arr, states=[S.PENDING])
+    assert [(b.id, b.array_index, b.status) for b in briefs] == [(recs[1].id, 0, S.PENDING), (recs[3].id, 2, S.PENDING)]
+    assert store.group_briefs(array_id=arr, states=[]) == []
+    with pytest.raises(ValueError):
+        store.group_briefs()
