@@ -7,8 +7,10 @@ and those whose dependencies are not met), on a SQLite store in a temp dir, with
 submit one array of 1-GPU elements (``submit_array``: one request each), sized so that once the
 cluster has filled, 1,000 elements of each wait. Then, pass after pass, a few running elements end
 (the fake executor reports their exit) and the controller's loop wakes, observes the ends, lets
-waiting elements through the gate, and runs its pass; every pass (``schedule()``, the step that
-decides and starts) is timed, and so is the whole wake-up (``tick()``: observe, gate, pass).
+waiting elements through the gate, and runs its pass. Three times are printed: the decision
+(``LiveQueue.plan``: the policy and its checks, what bench_live_pass times), the pass (``schedule()``:
+the decision plus each start's store write) and the whole wake-up (``tick()``: the ends observed and
+written, the gate, the pass).
 
 Three runs, same machine, same order of ends:
 - ``singles`` (the baseline): the same 10,000-odd tasks submitted one by one, no array;
@@ -207,26 +209,29 @@ def main() -> int:
             continue
         r = asyncio.run(run(mode, args.passes, args.max_running, args.policy, args.history))
         results[mode] = r
-        xs, ts = r["pass"], r["tick"]
         if args.only:
-            print("  plan (LiveQueue.plan only) p50", ms(pct(r["plan"], 50)), "p99", ms(pct(r["plan"], 99)))
             order = sorted(range(len(r["plan"])), key=lambda i: r["plan"][i])
-            print("  slowest plans (ms, starts, preempts, waiting)",
-                  [(round(r["plan"][i] * 1000), *r["shapes"][i]) for i in order[-6:]],
-                  "fastest", [(round(r["plan"][i] * 1000), *r["shapes"][i]) for i in order[:4]])
-            print("  slowest passes", [round(x * 1000, 1) for x in sorted(xs)[-8:]],
-                  "their order", sorted(range(len(xs)), key=lambda i: xs[i])[-8:])
-        print(f"  {label:26s} pass p50 {ms(pct(xs, 50))}  p99 {ms(pct(xs, 99))}  max {ms(max(xs) if xs else 0)}"
-              f"  ({len(xs)} passes) | wake-up p50 {ms(pct(ts, 50))}  p99 {ms(pct(ts, 99))}", flush=True)
-        print(f"  {'':26s} {ARRAYS} x {r['size']:,} submitted in {r['submit_s']:.2f} s; at the end {r['running']:,} "
-              f"running, {r['queue_waiting']:,} in the policy's queue, {r['gated']:,} gated", flush=True)
+            print("  slowest plans (ms, starts, preempts, waiting, gc collections per generation)",
+                  [(round(r["plan"][i] * 1000), *r["shapes"][i]) for i in order[-6:]])
+        print(f"  {label}:", flush=True)
+        for what, xs in (("decision (LiveQueue.plan)", r["plan"]), ("pass (schedule(): + starts)", r["pass"]),
+                         ("wake-up (tick(): + ends, gate)", r["tick"])):
+            print(f"    {what:31s} p50 {ms(pct(xs, 50))}  p95 {ms(pct(xs, 95))}  p99 {ms(pct(xs, 99))}  "
+                  f"max {ms(max(xs) if xs else 0)}  ({len(xs)})", flush=True)
+        print(f"    {ARRAYS} x {r['size']:,} submitted in {r['submit_s']:.2f} s; at the end {r['running']:,} running, "
+              f"{r['queue_waiting']:,} in the policy's queue, {r['gated']:,} gated; {r['ended']:,} ended during the "
+              "passes", flush=True)
     if args.only:
         return 0
-    base = pct(results["singles"]["pass"], 99)
-    for mode, label in (("arrays", "arrays"), ("max", f"max_running {args.max_running}")):
-        print(f"  {label} / singles at p99: {ratio(pct(results[mode]['pass'], 99), base)}")
-    ok = all(results[m]["pass"] and pct(results[m]["pass"], 99) <= 0.020 for m in ("arrays", "max"))
-    verdict(ok, "array pass p99 <= 20 ms (without and with max_running)")
+    for key, what in (("plan", "decision"), ("pass", "pass")):
+        base = pct(results["singles"][key], 99)
+        for mode, label in (("arrays", "arrays"), ("max", f"max_running {args.max_running}")):
+            print(f"  {what} p99, {label} / singles: {ratio(pct(results[mode][key], 99), base)}")
+    for key, what in (("plan", "decision (LiveQueue.plan, as bench_live_pass)"),
+                      ("pass", "controller pass (with its starts' store writes)")):
+        ok = all(results[m][key] and pct(results[m][key], 99) <= 0.020 for m in ("arrays", "max"))
+        verdict(ok, f"{what} p99 <= 20 ms with 10 arrays (without and with max_running): "
+                f"{ms(pct(results['arrays'][key], 99))}, {ms(pct(results['max'][key], 99))}")
     return 0
 
 
