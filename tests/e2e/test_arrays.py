@@ -306,3 +306,37 @@ def test_the_sweep_example_through_tcloud(svc):
     for t in final["tasks"]:
         result = json.loads((svc.data_dir / "tasks" / str(t["id"]) / "work" / "outputs" / "result.json").read_text())
         assert result["index"] == str(t["array_index"]) and 0 <= result["loss"] < 1, result
+
+
+def test_a_tuxiv_conf_array_and_afterok_dependency_through_tcloud(svc, tmp_path):
+    """tuxiv.conf's ``array=1-4%2`` is an array (index = the number, at most 2 at once), and
+    ``dependency=afterok:ID`` waits for that task: as on TACC, submitted with ``tcloud submit FILE``."""
+    d = tmp_path / "tuxiv"
+    d.mkdir()
+    (d / "tuxiv.conf").write_text("entrypoint:\n  - echo idx-$TACC_ARRAY_INDEX-of-$TACC_ARRAY_SIZE; sleep 1\n"
+                                  "job:\n  name: tuxiv-array\n  general:\n    - nodes=1\n    - ntasks-per-node=1\n"
+                                  "    - array=1-4%2\n")
+    res = tcloud(svc, "alice", "submit", str(d / "tuxiv.conf"), "--json")
+    assert res.returncode == 0, res.stderr + res.stdout
+    arr = json.loads(res.stdout)["array"]
+    aid = arr["id"]
+    assert arr["size"] == 4 and arr["max_running"] == 2, arr
+    last = array_of(Api(svc.url, svc.token("alice")), aid)["tasks"][-1]["id"]
+    (d / "after.conf").write_text(f"entrypoint:\n  - echo after-ok\njob:\n  name: tuxiv-after\n  general:\n"
+                                  f"    - nodes=1\n    - dependency=afterok:{last}\n")
+    res = tcloud(svc, "alice", "submit", str(d / "after.conf"), "--json")
+    assert res.returncode == 0, res.stderr + res.stdout
+    after = json.loads(res.stdout)["id"]
+    api = Api(svc.url, svc.token("alice"))
+    try:
+        final = wait_array(api, aid, lambda a: a["status"] in TERMINAL, timeout=120, what="ended")
+        t_after = api.wait_status(after, TERMINAL, timeout=60)
+    finally:
+        cancel_and_wait(api, [after], [aid])
+    assert final["counts"] == {"succeeded": 4}, final["counts"]
+    assert [t["array_index"] for t in final["tasks"]] == [1, 2, 3, 4]
+    for t in final["tasks"]:
+        _, logs = api.call("GET", f"/api/tasks/{t['id']}/logs")
+        assert f"idx-{t['array_index']}-of-4" in logs["data"], logs
+    _, t_last = api.call("GET", f"/api/tasks/{last}")
+    assert t_after["status"] == "succeeded" and t_after["started_at"] >= t_last["finished_at"], (t_after, t_last)
