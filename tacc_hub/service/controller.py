@@ -403,9 +403,18 @@ class Controller(RecoveryMixin, GroupsMixin):
 
     def compile(self, spec: TaskSpec, *, dry_run: bool = False, owner: str | None = None) -> ExecutionPlan:
         """The plan of ``spec``, or SpecError: invalid, can never fit the cluster, or (with ``owner``) a quota."""
-        if isinstance(spec.code, SnapshotCode) and not dry_run and not self.code_store.has(spec.code.digest):
-            raise SpecError.one("code.digest", "this code snapshot has not been uploaded (PUT /api/code/DIGEST)")
+        if not dry_run:
+            self._check_snapshot(spec)
         plan = compile_task(spec, self._site_for(owner))
+        self._check_fit(spec, owner)
+        return plan
+
+    def _check_snapshot(self, spec: TaskSpec) -> None:
+        if isinstance(spec.code, SnapshotCode) and not self.code_store.has(spec.code.digest):
+            raise SpecError.one("code.digest", "this code snapshot has not been uploaded (PUT /api/code/DIGEST)")
+
+    def _check_fit(self, spec: TaskSpec, owner: str | None) -> None:
+        """SpecError when ``spec``'s resources can never fit the cluster or (with ``owner``) the owner's quotas."""
         why = never_fits(request_for(0, "", spec), self.cluster)
         if why:
             raise SpecError.one("resources", f"this task can never run here: {why}")
@@ -415,7 +424,6 @@ class Controller(RecoveryMixin, GroupsMixin):
                            period=self.quota_period)
             if over:
                 raise SpecError.one("resources", f"over quota: {over}")
-        return plan
 
     def _site_for(self, owner: str | None) -> SiteProfile:
         """The site as ``owner``'s tasks see it: with owner identity, envs are cached per account

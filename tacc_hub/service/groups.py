@@ -33,18 +33,15 @@ from typing import TYPE_CHECKING, Any
 
 from tacc_hub.compiler import compile_task, with_array_inputs
 from tacc_hub.scheduler.policy import Explanation, TaskView
-from tacc_hub.schema import SnapshotCode, SpecError, TaskSpec
+from tacc_hub.schema import SpecError, TaskSpec
 from tacc_hub.schema.groups import TaskInput
 from tacc_hub.store import ArrayRecord, NewTask, PipelineRecord, Store, TaskRecord, TaskStatus
 from tacc_hub.store.groups import Members, PipelineStepRows, StepRef, TaskBrief
 
 if TYPE_CHECKING:
     from tacc_hub.compiler import ExecutionPlan, SiteProfile
-    from tacc_hub.scheduler import ClusterState
-    from tacc_hub.scheduler.policy import Quotas
     from tacc_hub.scheduler.queue import LiveQueue
     from tacc_hub.schema.pipeline import PipelineSpec
-    from tacc_hub.snapshot import CodeStore
 
     from .controller import Live
 
@@ -111,10 +108,8 @@ class GroupsMixin:
     group_of: Callable[[str], str]
     _view: Callable[..., TaskView]
     _site_for: Callable[[str | None], SiteProfile]
-    code_store: CodeStore
-    cluster: ClusterState
-    quotas: Quotas | None
-    quota_period: str
+    _check_snapshot: Callable[[TaskSpec], None]
+    _check_fit: Callable[[TaskSpec, str | None], None]
     explanations: Callable[[], dict[int, Explanation]]
     reason_for: Callable[[TaskRecord], str | None]
     cancel: Callable[[TaskRecord], Any]
@@ -187,25 +182,10 @@ class GroupsMixin:
                 for aid in {i.array for i in spec.inputs if i.array is not None}}
 
     def _precheck(self, spec: TaskSpec, owner: str) -> None:
-        """What ``compile`` checks besides the plan, for specs that share ``spec``'s code and resources (the
-        elements of one array): the snapshot is uploaded, the task can fit the cluster, and its quota."""
-        from tacc_hub.scheduler import never_fits
-        from tacc_hub.scheduler.quota import refusal
-
-        from .controller import request_for
-
-        if isinstance(spec.code, SnapshotCode) and not self.code_store.has(spec.code.digest):
-            raise SpecError.one("code.digest", "this code snapshot has not been uploaded (PUT /api/code/DIGEST)")
-        why = never_fits(request_for(0, "", spec), self.cluster)
-        if why:
-            raise SpecError.one("resources", f"this task can never run here: {why}")
-        quotas = self.quotas
-        if quotas is not None:
-            r = spec.resources
-            over = refusal(quotas, owner, self.group_of(owner), r.total_gpus, float(r.time_limit),
-                           period=self.quota_period)
-            if over:
-                raise SpecError.one("resources", f"over quota: {over}")
+        """What ``compile`` checks besides the plan, once for specs that share ``spec``'s code and resources (the
+        elements of one array): the snapshot is uploaded, the task can fit the cluster and the owner's quotas."""
+        self._check_snapshot(spec)
+        self._check_fit(spec, owner)
 
     @staticmethod
     def _element_rows(owner: str, elements: Sequence[TaskSpec], site: SiteProfile, now: float,

@@ -595,3 +595,27 @@ async def test_a_failed_dependency_cancels_a_whole_array_at_once(env):
         assert not ctl.gated and not ctl.waiters and not ctl.arrays and not ex.launched[1:]
     finally:
         await ctl.stop()
+
+
+async def test_quota_applies_per_element_not_to_the_array_total(env):
+    ex = FakeExecutor(gpus=4)
+    ctl = make(env, ex)
+    ctl.store.set_quota("user", "alice", max_gpus=2, gpu_hours=None)
+    await ctl.start()
+    try:
+        with pytest.raises(SpecError, match="over quota"):
+            await ctl.submit_array("alice", spec(env, gpus=3, array=[1, 2]))
+        arr, recs = await ctl.submit_array("alice", spec(env, gpus=1, array="0-5"))  # 6 GPUs in all: accepted
+        ids = [r.id for r in recs]
+        await until(lambda: sum(status(ctl, t) == S.RUNNING for t in ids) == 2)
+        await asyncio.sleep(0.1)
+        assert sum(status(ctl, t) == S.RUNNING for t in ids) == 2  # the quota holds the rest
+        assert ctl.queue_info(ctl.store.get(ids[5])).reason == "Quota"
+        while any(status(ctl, t) != S.SUCCEEDED for t in ids):
+            await until(lambda: any(status(ctl, t) == S.RUNNING for t in ids)
+                        or all(status(ctl, t) == S.SUCCEEDED for t in ids))
+            await finish_all_running(ctl, ex, ids)
+            await asyncio.sleep(0.03)
+        assert ctl.array_summary(arr)["status"] == "succeeded"
+    finally:
+        await ctl.stop()
