@@ -103,6 +103,7 @@ class GroupsMixin:
     attempts: dict[int, int]
     site: SiteProfile
     explain_interval: float
+    _explained_at: float
     _changed: bool
     wake: Callable[[], None]
     group_of: Callable[[str], str]
@@ -643,7 +644,11 @@ class GroupsMixin:
         if not queued and ag.max_running is None:
             queued = [t for t in ag.members if t in self.queue.waiting]
         if queued:
-            info = self.explanations().get(min(queued))
+            first = min(queued)
+            info = self.explanations().get(first)
+            if info is None and self._changed:  # queued since the last explanation
+                self._explained_at = float("-inf")
+                info = self.explanations().get(first)
             if info is not None:
                 return info.reason
         gated = [t for t in ag.members if t in self.gated]
@@ -651,7 +656,7 @@ class GroupsMixin:
             info = self.gate_info(min(gated))
             if info is not None:
                 return info.reason
-        return "Priority" if queued else None
+        return None
 
     def array_summary(self, arr: ArrayRecord) -> dict[str, Any]:
         """Where an array's elements stand: counts per status, running/waiting/done/failed, the aggregate status
