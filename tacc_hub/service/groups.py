@@ -521,39 +521,44 @@ class GroupsMixin:
                 if r.id not in self.queue.waiting:  # started (or held for a restart): it keeps its slot
                     owner_of.admitted.add(r.id)
         doomed: list[tuple[int, str]] = []
+        free: dict[int, list[tuple[int, TaskRecord]]] = {}  # capped array -> elements free to run, (index, rec)
         for r in waiting:
             ag = self.arrays.get(r.array_id) if r.array_id is not None else None
             keys = [(d.kind, d.on_id, d.when) for d in deps.get(r.id, ())]
-            if not keys and (ag is None or ag.max_running is None):
-                if ag is not None:
-                    ag.admitted.add(r.id)
-                continue  # stays queued
-            view = self.queue.waiting.pop(r.id)
-            res = (r.spec or {}).get("resources", {})
-            gate = Gate(view, res.get("partition"), res.get("gpu_type"), r.array_id, r.array_index or 0, ())
-            self.gated[r.id] = gate
-            if ag is not None and ag.max_running is not None:
-                # _ready would admit at once, in id order; slots go by index: queue them, then fill
-                unmet = [k for k in keys if states[k][0] != MET]
-                never = next((states[k][1] for k in unmet if states[k][0] == NEVER), None)
-                if never is not None:
-                    doomed.append((r.id, never))
-                    continue
-                if unmet:
-                    self._apply_states(r.id, gate, unmet, states)
-                else:
-                    heapq.heappush(ag.ready, (gate.index, r.id))
-                continue
-            never = self._apply_states(r.id, gate, keys, states)
+            never = next((states[k][1] for k in keys if states[k][0] == NEVER), None)
             if never is not None:
-                doomed.append((r.id, never))
-        for ag in list(self.arrays.values()):
-            self._fill(ag)
+                doomed.append((r.id, never))  # cancelled below (out of the queue there)
+                continue
+            unmet = [k for k in keys if states[k][0] == WAIT]
+            if unmet:
+                self._apply_states(r.id, self._gate_out(r), unmet, states)
+            elif ag is not None and ag.max_running is not None:
+                free.setdefault(ag.id, []).append((r.array_index or 0, r))
+            elif ag is not None:
+                ag.admitted.add(r.id)  # stays queued
+        for aid, elems in free.items():  # the slots left go to the lowest indexes; they stay queued (no re-sort)
+            ag = self.arrays[aid]
+            elems.sort(key=lambda e: e[0])
+            room = max(0, (ag.max_running or 0) - len(ag.admitted))
+            for _, r in elems[:room]:
+                ag.admitted.add(r.id)
+            for index, r in elems[room:]:
+                self._gate_out(r)
+                heapq.heappush(ag.ready, (index, r.id))
         if doomed:
             self._cancel_unmet(doomed)
         if self.gated:
             log.info("recovered %d waiting tasks held back by a dependency or an array's max_running",
                      len(self.gated))
+
+    def _gate_out(self, r: TaskRecord) -> Gate:
+        """Take a recovered waiting task out of the policy's queue into a gate (its dependencies: the caller's)."""
+        view = self.queue.waiting.pop(r.id)
+        res = (r.spec or {}).get("resources", {})
+        gate = Gate(view, res.get("partition"), res.get("gpu_type"), r.array_id, r.array_index or 0, ())
+        self.gated[r.id] = gate
+        self._changed = True
+        return gate
 
     # --- cancel -------------------------------------------------------------------------
 

@@ -619,3 +619,35 @@ async def test_quota_applies_per_element_not_to_the_array_total(env):
         assert ctl.array_summary(arr)["status"] == "succeeded"
     finally:
         await ctl.stop()
+
+
+async def test_recovery_gives_free_slots_to_the_lowest_indexes(env):
+    ex = FakeExecutor(gpus=1)
+    ctl = make(env, ex)
+    await ctl.start()
+    blocker = await ctl.submit("alice", spec(env, "blocker", gpus=1))
+    await until(lambda: status(ctl, blocker.id) == S.RUNNING)
+    arr, recs = await ctl.submit_array("alice", spec(env, "sweep", gpus=1, array="0-5%2"))
+    ids = [r.id for r in recs]
+    later, _ = await ctl.submit_array("alice", spec(env, "later", gpus=1, array="0-2", depends_on=[{"task": ids[5]}]))
+    await ctl.stop()
+    ex2 = FakeExecutor(gpus=1)
+    ex2.results[blocker.id] = Observation("running")
+    ctl2 = make(env, ex2)
+    await ctl2.start()
+    try:
+        assert set(ids[:2]) <= set(ctl2.queue.waiting) and not set(ids[2:]) & set(ctl2.queue.waiting)
+        assert ctl2.arrays[arr.id].admitted == set(ids[:2])
+        assert all(ctl2.queue_info(ctl2.store.get(t)).reason == "Dependency" for t in range(later.id, later.id + 3))
+        seen = watch_max_running(ctl2, arr.id, 2)
+        ex2.finish(blocker.id, 0)
+        for t in ids:
+            await until(lambda t=t: status(ctl2, t) == S.RUNNING)
+            ex2.finish(t, 0)
+        for t in range(later.id, later.id + 3):
+            await until(lambda t=t: status(ctl2, t) == S.RUNNING)
+            ex2.finish(t, 0)
+        assert seen["max"] <= 2
+        assert [la.task_id for la in ex2.launched] == [*ids, later.id, later.id + 1, later.id + 2]
+    finally:
+        await ctl2.stop()
