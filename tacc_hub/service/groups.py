@@ -179,7 +179,7 @@ class GroupsMixin:
 
     def _members(self, spec: TaskSpec) -> dict[int, list[tuple[int, int]]]:
         """The elements, [(index, task id)], of each existing array the spec's inputs name (``with_array_inputs``)."""
-        return {aid: [(int(r.array_index or 0), r.id) for r in self.store.array_tasks(aid)]
+        return {aid: sorted((int(b.array_index or 0), b.id) for b in self.store.group_briefs(array_id=aid))
                 for aid in {i.array for i in spec.inputs if i.array is not None}}
 
     def _precheck(self, spec: TaskSpec, owner: str) -> None:
