@@ -118,6 +118,7 @@ class GroupsMixin:
     def _init_groups(self, threaded: bool) -> None:
         self.gated: dict[int, Gate] = {}
         self.waiters: dict[tuple[str, int], set[int]] = {}  # (kind, id waited on) -> gated tasks waiting on it
+        self._any_waiters: dict[int, set[int]] = {}  # array -> gated tasks waiting for any of it to finish
         self.arrays: dict[int, ArrayGate] = {}
         self.element_of: dict[int, int] = {}  # element not ended -> its array
         self._progress: dict[int, tuple[float, int, int]] = {}  # array -> (when, running, waiting), cached
@@ -347,6 +348,8 @@ class GroupsMixin:
             gate.waits_on = states[unmet[0]][1]
             for k in unmet:
                 self.waiters.setdefault((k[0], k[1]), set()).add(tid)
+                if k[2] == "any_finished":
+                    self._any_waiters.setdefault(k[1], set()).add(tid)
         else:
             self._ready(tid, gate)
         return None
@@ -357,6 +360,12 @@ class GroupsMixin:
             ws.discard(tid)
             if not ws:
                 del self.waiters[(key[0], key[1])]
+        if key[2] == "any_finished":
+            anys = self._any_waiters.get(key[1])
+            if anys is not None:
+                anys.discard(tid)
+                if not anys:
+                    del self._any_waiters[key[1]]
 
     def _ready(self, tid: int, gate: Gate) -> None:
         """Its dependencies are met: into the policy's queue, or its array's line for a slot."""
@@ -414,16 +423,11 @@ class GroupsMixin:
                     del self.arrays[aid]
                 ws = self.waiters.get(("array", aid))
                 # all_* can only change with the last element or a failure; any_finished with the first end
-                if ws and (not ag.members or status != S.SUCCEEDED
-                           or any(k == ("array", aid, "any_finished") for t in ws for k in self._gate_keys(t))):
+                if ws and (not ag.members or status != S.SUCCEEDED or self._any_waiters.get(aid)):
                     keys.append(("array", aid))
         if ("task", task_id) in self.waiters:
             keys.append(("task", task_id))
         return keys
-
-    def _gate_keys(self, tid: int) -> tuple[DepKey, ...]:
-        g = self.gated.get(tid)
-        return g.unmet if g is not None else ()
 
     def _recheck(self, keys: Iterable[tuple[str, int]]) -> None:
         """Re-evaluate the tasks waiting on these tasks or arrays; release the met, cancel the impossible (and
@@ -435,6 +439,8 @@ class GroupsMixin:
             gates = [(t, self.gated[t]) for t in tids if t in self.gated]
             if not gates:
                 self.waiters.pop(key, None)
+                if key[0] == "array":
+                    self._any_waiters.pop(key[1], None)
                 continue
             states = self._dep_states({k for _, g in gates for k in g.unmet})
             doomed: list[tuple[int, str]] = []

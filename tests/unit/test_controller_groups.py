@@ -318,6 +318,7 @@ async def test_array_dependencies(env):
         assert status(ctl, done.id) == S.PENDING
         ex.finish(ids[2], 0)
         await until(lambda: status(ctl, done.id) == S.RUNNING)
+        assert not ctl.waiters and not ctl._any_waiters and not ctl.gated
     finally:
         await ctl.stop()
 
