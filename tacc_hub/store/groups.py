@@ -107,6 +107,8 @@ class PipelineStepRows:
     deps: Sequence[Dep] = field(default_factory=tuple)
 
 
+_PG_MAX_ID = 2**31 - 1  # PostgreSQL INTEGER
+_SQLITE_MAX_ID = 2**63 - 1
 _BRIEF_COLUMNS = (tasks.c.id, tasks.c.owner, tasks.c.name, tasks.c.status, tasks.c.reason, tasks.c.array_id,
                   tasks.c.array_index)
 _NO_PLAN = tuple(c for c in tasks.c if c.key != "plan")
@@ -151,6 +153,12 @@ class GroupStore:
     _task_params: Callable[[Sequence[NewTask], float], list[dict[str, Any]]]
     _insert_task_params: Callable[[sa.Connection, list[dict[str, Any]]], list[int]]
     _new_record: Callable[[int, NewTask, Mapping[str, Any]], TaskRecord]
+
+    def _ids(self, ids: Iterable[int]) -> list[int]:
+        """Distinct ids, sorted, without those no row can have (below 1, or over the id column's range: a
+        PostgreSQL INTEGER refuses a larger value outright, so asking for one would be an error, not a miss)."""
+        top = _PG_MAX_ID if self._engine.dialect.name == "postgresql" else _SQLITE_MAX_ID
+        return sorted({i for i in (int(x) for x in ids) if 0 < i <= top})
 
     # -- inserts -----------------------------------------------------------------------
 
@@ -284,13 +292,15 @@ class GroupStore:
     # -- arrays ------------------------------------------------------------------------
 
     def get_array(self, array_id: int) -> ArrayRecord | None:
+        if not self._ids([array_id]):
+            return None
         with self._engine.connect() as conn:
             row = conn.execute(sa.select(task_arrays).where(task_arrays.c.id == int(array_id))).first()
         return None if row is None else _array(row)
 
     def arrays_by_id(self, ids: Iterable[int]) -> dict[int, ArrayRecord]:
         """The arrays with these ids (missing ones left out)."""
-        want = sorted({int(i) for i in ids})
+        want = self._ids(ids)
         if not want:
             return {}
         with self._engine.connect() as conn:
@@ -316,6 +326,8 @@ class GroupStore:
         ``limit`` of them."""
         from .store import _record
 
+        if not self._ids([array_id]):
+            return []
         stmt = sa.select(*_NO_PLAN).where(tasks.c.array_id == int(array_id))
         if states is not None:
             values = sorted({TaskStatus(s).value for s in states})
@@ -330,7 +342,7 @@ class GroupStore:
 
     def array_counts(self, ids: Iterable[int]) -> dict[int, dict[str, int]]:
         """How many elements of each array are in each status (status value -> count; absent statuses left out)."""
-        want = sorted({int(i) for i in ids})
+        want = self._ids(ids)
         if not want:
             return {}
         out: dict[int, dict[str, int]] = {i: {} for i in want}
@@ -344,6 +356,8 @@ class GroupStore:
     # -- pipelines ---------------------------------------------------------------------
 
     def get_pipeline(self, pipeline_id: int) -> PipelineRecord | None:
+        if not self._ids([pipeline_id]):
+            return None
         with self._engine.connect() as conn:
             row = conn.execute(sa.select(pipelines).where(pipelines.c.id == int(pipeline_id))).first()
         return None if row is None else _pipeline(row)
@@ -365,6 +379,8 @@ class GroupStore:
         """Every task of a pipeline (array elements included), in id order, without their plans."""
         from .store import _record
 
+        if not self._ids([pipeline_id]):
+            return []
         stmt = sa.select(*_NO_PLAN).where(tasks.c.pipeline_id == int(pipeline_id)).order_by(tasks.c.id)
         with self._engine.connect() as conn:
             return [_record(r) for r in conn.execute(stmt).mappings()]
@@ -373,7 +389,7 @@ class GroupStore:
 
     def dependencies(self, task_ids: Iterable[int]) -> dict[int, list[DependencyRecord]]:
         """What each of these tasks waits for (tasks without dependencies left out), in insertion order."""
-        want = sorted({int(i) for i in task_ids})
+        want = self._ids(task_ids)
         out: dict[int, list[DependencyRecord]] = {}
         if not want:
             return out
@@ -387,7 +403,7 @@ class GroupStore:
 
     def dependents(self, on_ids: Iterable[int]) -> list[DependencyRecord]:
         """The dependencies naming any of these ids (tasks and arrays share the id space: filter on ``kind``)."""
-        want = sorted({int(i) for i in on_ids})
+        want = self._ids(on_ids)
         if not want:
             return []
         d = task_dependencies.c
@@ -401,7 +417,7 @@ class GroupStore:
     def cancel_pending(self, ids: Iterable[int], *, reason: str, at: float) -> list[int]:
         """Move those of these tasks that are still PENDING to CANCELLED (guarded, one transaction); their ids."""
         check_move(None, TaskStatus.PENDING, TaskStatus.CANCELLED)
-        want = sorted({int(i) for i in ids})
+        want = self._ids(ids)
         out: list[int] = []
         if not want:
             return out
@@ -420,6 +436,8 @@ class GroupStore:
         optionally only those in ``states``."""
         if (array_id is None) == (pipeline_id is None):
             raise ValueError("give exactly one of array_id or pipeline_id")
+        if not self._ids([array_id if array_id is not None else pipeline_id or 0]):
+            return []
         stmt = sa.select(*_BRIEF_COLUMNS)
         stmt = stmt.where(tasks.c.array_id == int(array_id)) if array_id is not None else \
             stmt.where(tasks.c.pipeline_id == int(pipeline_id or 0))
@@ -434,7 +452,7 @@ class GroupStore:
 
     def task_briefs(self, ids: Iterable[int]) -> dict[int, TaskBrief]:
         """Status, name, owner and array of each of these tasks (missing ones left out)."""
-        want = sorted({int(i) for i in ids})
+        want = self._ids(ids)
         out: dict[int, TaskBrief] = {}
         with self._engine.connect() as conn:
             for chunk in _chunks(want):
