@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from tacc_hub.compiler import compile_task, with_array_inputs
+from tacc_hub.compiler import compile_elements, compile_task, with_array_inputs
 from tacc_hub.scheduler.policy import Explanation, TaskView
 from tacc_hub.schema import SpecError, TaskSpec
 from tacc_hub.schema.groups import TaskInput
@@ -192,11 +192,10 @@ class GroupsMixin:
     @staticmethod
     def _element_rows(owner: str, elements: Sequence[TaskSpec], site: SiteProfile, now: float,
                       members: Members | None = None) -> list[NewTask]:
-        """One row per element, each with its own plan (``compile_task(element)``: never shared between them;
-        array inputs get their producers' elements, ``with_array_inputs``)."""
+        """One row per element, each with its own plan (``compile_elements``: what ``compile_task(element)`` gives,
+        without redoing what the elements share; array inputs get their producers' elements, ``with_array_inputs``)."""
         rows: list[NewTask] = []
-        for el in elements:
-            plan = compile_task(el, site)
+        for el, plan in zip(elements, compile_elements(list(elements), site), strict=True):
             if members:
                 plan = with_array_inputs(plan, dict(members))
             assert el.array_element is not None
