@@ -103,12 +103,12 @@ class ArrayHandler(ApiHandler):
     }}
 
     async def get(self, array_id: str) -> None:
-        arr = visible_array(self, array_id)
-        states = parse_states(self)
+        states = parse_states(self)  # the query first: a bad one is 400 whether the array exists or not
         index = self.int_arg("index", -1, 0, 10**9) if self.get_query_argument("index", None) is not None else None
         want = self.get_query_argument("tasks", "1")
         if want not in ("0", "1", "true", "false"):
             raise ApiError(400, "query parameter tasks must be 0 or 1", [{"field": "tasks", "message": "0 or 1"}])
+        arr = visible_array(self, array_id)
         ctl = self.ctx.controller
         out = array_out(ctl, arr)
         if want in ("1", "true"):
