@@ -217,7 +217,7 @@ def _overrides(kw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
     if array is not None:
         values["array"], typed["array"] = array, f"--array {array}"
     elif sweep:
-        from .tcloud_arrays import sweep_grid
+        from tacc_hub.schema.arrays import sweep_grid
 
         try:
             values["array"] = {"grid": sweep_grid(sweep)}

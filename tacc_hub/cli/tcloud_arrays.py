@@ -14,7 +14,6 @@ Every name, reason and step text from the service is written through :func:`term
 
 from __future__ import annotations
 
-import math
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -242,36 +241,6 @@ def submitted_pipeline(p: dict[str, Any]) -> list[str]:
         lines.append(f"  {str(s.get('name')).ljust(width)}  {what}: {s.get('status')}"
                      + (f" (needs {', '.join(map(str, needs))})" if needs else ""))
     return [sanitize(line) for line in lines]
-
-
-def sweep_value(text: str) -> int | float | str:
-    """A --sweep value: a whole number, else a finite decimal number, else the text as it is."""
-    t = text.strip()
-    if re.fullmatch(r"[+-]?[0-9]{1,18}", t):
-        return int(t)
-    if re.fullmatch(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", t):
-        v = float(t)
-        if math.isfinite(v):
-            return v
-    return text
-
-
-def sweep_grid(items: tuple[str, ...]) -> dict[str, list[Any]]:
-    """``--sweep lr=1e-3,3e-4 --sweep bs=32,64`` -> ``{"lr": [0.001, 0.0003], "bs": [32, 64]}``; ValueError naming
-    the item when it is not NAME=V1[,V2...] or names a parameter twice."""
-    grid: dict[str, list[Any]] = {}
-    for item in items:
-        name, eq, values = item.partition("=")
-        name = name.strip()
-        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", name):
-            raise ValueError(f"--sweep {item[:60]!r}: write NAME=VALUE[,VALUE...], NAME a parameter name (lr, bs)")
-        if name in grid:
-            raise ValueError(f"--sweep {name}: given twice")
-        parts = values.split(",")
-        if not values or any(not v.strip() for v in parts):
-            raise ValueError(f"--sweep {item[:60]!r}: give at least one value, separated by commas")
-        grid[name] = [sweep_value(v) for v in parts]
-    return grid
 
 
 def register(cli: click.Group) -> None:

@@ -45,6 +45,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 
 from tacc_hub.client import ApiClientError
 from tacc_hub.schema import SpecError, TaskSpec
+from tacc_hub.schema.arrays import sweep_grid
 
 from .capture import CaptureError, capture, client_from_env, submit_captured
 from .monitor import TaskMonitor
@@ -118,19 +119,6 @@ def _resources(ns: argparse.Namespace) -> dict[str, Any]:
             "memory": ns.memory, "time": ns.time, "partition": ns.partition}
 
 
-def _scalar(text: str) -> int | float | str:
-    """A sweep value: an int or a finite float where the text reads as one, else the text as typed."""
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        value = float(text)
-    except ValueError:
-        return text
-    return value if value == value and value not in (float("inf"), float("-inf")) else text
-
-
 def array_of(ns: argparse.Namespace) -> dict[str, Any] | None:
     """The spec's ``array`` from ``--array`` / ``--sweep`` / ``--max-running`` (None: a single task)."""
     if ns.array is not None and ns.sweep:
@@ -150,16 +138,10 @@ def array_of(ns: argparse.Namespace) -> dict[str, Any] | None:
         if max_running is not None:
             array["max_running"] = max_running
     elif ns.sweep:
-        grid: dict[str, list[Any]] = {}
-        for item in ns.sweep:
-            name, sep, values = item.partition("=")
-            name = name.strip()
-            if not sep or not name or not values:
-                raise UsageError(f"%tacc submit: --sweep {item}: give NAME=V1,V2 (e.g. --sweep lr=1e-3,3e-4)")
-            if name in grid:
-                raise UsageError(f"%tacc submit: --sweep {name} is given twice")
-            grid[name] = [_scalar(v.strip()) for v in values.split(",")]
-        array = {"grid": grid}
+        try:
+            array = {"grid": sweep_grid(ns.sweep)}  # the same reading as tcloud submit --sweep
+        except ValueError as exc:
+            raise UsageError(f"%tacc submit: {exc}") from None
     else:
         return None
     if ns.max_running is not None:

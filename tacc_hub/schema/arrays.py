@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from .errors import SpecError
@@ -263,3 +264,33 @@ def expand(spec: TaskSpec) -> list[TaskSpec]:
             update["entrypoint"] = spec.entrypoint.model_copy(update={"argv": new_argv})
         out.append(spec.model_copy(update=update))
     return out
+
+
+def sweep_value(text: str) -> int | float | str:
+    """A ``--sweep`` value (tcloud, %tacc): a whole number, else a finite decimal number, else the text as it is."""
+    t = text.strip()
+    if re.fullmatch(r"[+-]?[0-9]{1,18}", t):
+        return int(t)
+    if re.fullmatch(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?", t):
+        v = float(t)
+        if math.isfinite(v):
+            return v
+    return text
+
+
+def sweep_grid(items: Iterable[str]) -> dict[str, list[int | float | str]]:
+    """``--sweep lr=1e-3,3e-4 --sweep bs=32,64`` -> ``{"lr": [0.001, 0.0003], "bs": [32, 64]}``; ValueError naming
+    the item when it is not NAME=V1[,V2...] or names a parameter twice."""
+    grid: dict[str, list[int | float | str]] = {}
+    for item in items:
+        name, eq, values = item.partition("=")
+        name = name.strip()
+        if not eq or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", name):
+            raise ValueError(f"--sweep {item[:60]!r}: write NAME=VALUE[,VALUE...], NAME a parameter name (lr, bs)")
+        if name in grid:
+            raise ValueError(f"--sweep {name}: given twice")
+        parts = values.split(",")
+        if not values or any(not v.strip() for v in parts):
+            raise ValueError(f"--sweep {item[:60]!r}: give at least one value, separated by commas")
+        grid[name] = [sweep_value(v) for v in parts]
+    return grid

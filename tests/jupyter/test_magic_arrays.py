@@ -38,8 +38,8 @@ def test_array_and_sweep_options_become_the_specs_array():
         "grid": {"lr": [0.001, 0.0003], "bs": [32, 64], "opt": ["adam", "sgd"]}}
     for argv, says in [(("--array", "0-3", "--sweep", "a=1"), "not both"),
                        (("--max-running", "2",), "is for an array"),
-                       (("--sweep", "lr"), "NAME=V1,V2"),
-                       (("--sweep", "=1,2"), "NAME=V1,V2"),
+                       (("--sweep", "lr"), "NAME=VALUE"),
+                       (("--sweep", "=1,2"), "NAME=VALUE"),
                        (("--sweep", "a=1", "--sweep", "a=2"), "given twice"),
                        (("--array", "0-3%x",), "how many run at once")]:
         with pytest.raises(UsageError, match=says):
@@ -70,8 +70,10 @@ def test_an_invalid_array_is_a_usage_error_naming_the_field(tmp_path: Path):
         with_array(cap.spec, _array("--array", "5-1"))
     with pytest.raises(UsageError, match="at most 10000"):
         with_array(cap.spec, _array("--array", "0-20000"))
-    with pytest.raises(UsageError, match=r"array\.grid"):
+    with pytest.raises(UsageError, match="a parameter name"):  # read as tcloud --sweep reads it
         with_array(cap.spec, _array("--sweep", "bad-name=1,2"))
+    with pytest.raises(UsageError, match=r"array\.grid"):  # a name that upper-cases like another
+        with_array(cap.spec, _array("--sweep", "lr=1,2", "--sweep", "LR=3"))
 
 
 class RecordingClient:

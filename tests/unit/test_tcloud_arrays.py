@@ -20,6 +20,7 @@ import tacc_hub.client
 from tacc_hub.cli import tcloud_arrays
 from tacc_hub.cli.tcloud import cli
 from tacc_hub.client import ApiClientError
+from tacc_hub.schema.arrays import sweep_value
 
 NOW = time.time()
 
@@ -442,5 +443,5 @@ def test_counts_text_and_sweep_values() -> None:
     assert tcloud_arrays.counts_text({"starting": 1, "running": 2, "pending": 12, "succeeded": 85, "lost": 0}) == \
         "3 running, 12 waiting, 85 succeeded"
     assert tcloud_arrays.counts_text({}) == "no tasks"
-    assert [tcloud_arrays.sweep_value(v) for v in ("3", "-2", "1e-3", "0.5", "nan", "inf", "a b", "1e999")] == \
+    assert [sweep_value(v) for v in ("3", "-2", "1e-3", "0.5", "nan", "inf", "a b", "1e999")] == \
         [3, -2, 0.001, 0.5, "nan", "inf", "a b", "1e999"]
