@@ -309,16 +309,19 @@ class GroupStore:
 
     def list_arrays(self, owner: str | None, limit: int = 50, before: int | None = None) -> list[ArrayRecord]:
         """Arrays, newest first (``owner`` None: everyone's); ``before``: the last id of the previous page."""
+        return [_array(r) for r in self._newest(task_arrays, owner, limit, before)]
+
+    def _newest(self, table: sa.Table, owner: str | None, limit: int, before: int | None) -> list[Any]:
+        """Rows of ``table`` (arrays or pipelines), newest first: one page of a keyset-paginated list."""
         if limit < 0:
             raise ValueError("limit: must not be negative")
-        stmt = sa.select(task_arrays)
+        stmt = sa.select(table)
         if owner is not None:
-            stmt = stmt.where(task_arrays.c.owner == owner)
+            stmt = stmt.where(table.c.owner == owner)
         if before is not None:
-            stmt = stmt.where(task_arrays.c.id < int(before))
+            stmt = stmt.where(table.c.id < int(before))
         with self._engine.connect() as conn:
-            rows = conn.execute(stmt.order_by(task_arrays.c.id.desc()).limit(limit)).all() if limit else []
-        return [_array(r) for r in rows]
+            return list(conn.execute(stmt.order_by(table.c.id.desc()).limit(limit)).all()) if limit else []
 
     def array_tasks(self, array_id: int, states: Collection[TaskStatus] | None = None, *,
                     limit: int | None = None) -> list[TaskRecord]:
@@ -364,16 +367,7 @@ class GroupStore:
 
     def list_pipelines(self, owner: str | None, limit: int = 50, before: int | None = None) -> list[PipelineRecord]:
         """Pipelines, newest first (``owner`` None: everyone's); ``before``: the last id of the previous page."""
-        if limit < 0:
-            raise ValueError("limit: must not be negative")
-        stmt = sa.select(pipelines)
-        if owner is not None:
-            stmt = stmt.where(pipelines.c.owner == owner)
-        if before is not None:
-            stmt = stmt.where(pipelines.c.id < int(before))
-        with self._engine.connect() as conn:
-            rows = conn.execute(stmt.order_by(pipelines.c.id.desc()).limit(limit)).all() if limit else []
-        return [_pipeline(r) for r in rows]
+        return [_pipeline(r) for r in self._newest(pipelines, owner, limit, before)]
 
     def pipeline_tasks(self, pipeline_id: int) -> list[TaskRecord]:
         """Every task of a pipeline (array elements included), in id order, without their plans."""
