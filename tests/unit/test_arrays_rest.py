@@ -300,7 +300,7 @@ async def test_hostile_parameters_of_one_array_are_400(store: Store) -> None:
 ])
 async def test_an_element_is_found_by_its_index(store: Store, array: Any, index: int, position: int | None) -> None:
     async with serving(store) as api:
-        _, other, _ = await api.call("POST", "/api/tasks", body=spec(array="0-2"))  # ids before, not of this array
+        _, _other, _ = await api.call("POST", "/api/tasks", body=spec(array="0-2"))  # ids before, not of this array
         _, body, _ = await api.call("POST", "/api/tasks", body=spec(array=array))
         aid = body["array"]["id"]
         status, out, _ = await api.call("GET", f"/api/arrays/{aid}?index={index}")
