@@ -117,7 +117,7 @@ class TensorBoardPlan(Model):
 class InputPlan(Model):
     """Files of an earlier task copied into this one's work directory before its program starts (spec ``inputs``).
 
-    From a task: ``<tasks root>/<task>/work/<path>`` is copied to ``$TACC_WORKDIR/<to>``. From an array:
+    From a task: ``<path>`` in that task's work directory is copied to ``<to>`` in this task's. From an array:
     each element's ``<path>`` to ``$TACC_WORKDIR/<to>/<index>`` (a directory's contents there, a file as
     ``<to>/<index>/<its name>``); the elements' task ids are in ``tasks`` ([index, id] pairs), which the
     service fills in (``with_array_inputs``) once the array's elements exist: the compiler cannot know them.

@@ -163,10 +163,11 @@ def task_env(launch: Launch, tdir: Path, user_dir: Path, grace_period: float) ->
 def input_copies(plan: ExecutionPlan, tasks_root: Path) -> list[dict[str, str]]:
     """The copies a run makes of earlier tasks' files (``plan.inputs``), as the launcher and the batch script do them.
 
-    Each: ``src`` (``<tasks_root>/<id>/work/<path>``), ``top`` (that task's work directory: the source must
-    resolve inside it), ``dest`` (relative to this task's work directory), ``into`` ("1": ``dest`` is a
-    directory the copy goes into, as each element of an array input; "": ``dest`` is the copy) and ``what``
-    (how its errors name it: ``input outputs/data of task 12``). Done as the task's user, before its program.
+    Each: ``top`` (the work directory of task ``id`` under ``tasks_root``), ``path`` (the input's path in it),
+    ``src`` (the two joined: it must resolve inside ``top``), ``dest`` (relative to this task's work
+    directory), ``into`` ("1": ``dest`` is a directory the copy goes into, as each element of an array input;
+    "": ``dest`` is the copy) and ``what`` (how its errors name it: ``input outputs/data of task 12``). Done
+    as the task's user, before its program.
     """
     out: list[dict[str, str]] = []
     for inp in plan.inputs:
@@ -182,7 +183,7 @@ def input_copies(plan: ExecutionPlan, tasks_root: Path) -> list[dict[str, str]]:
             if index is not None:
                 what += f" (element {int(index)} of array {inp.array})"
             out.append({
-                "src": str(top / inp.path), "top": str(top),
+                "src": str(top / inp.path), "top": str(top), "path": inp.path,
                 "dest": inp.to if index is None else f"{inp.to}/{int(index)}",
                 "into": "" if index is None else "1", "what": what,
             })

@@ -61,13 +61,13 @@ rm -f -- exitcode exitcode.tmp
 """
 
 # Copies an earlier task's files into the work directory (spec ``inputs``; ``prepare.input_copies``), on the batch
-# host, as the task's user, before any step starts: SRC must resolve inside TOP (its task's work directory), the
+# host, as the task's user, before any step starts: TOP/PATH must resolve inside TOP (its task's work directory), the
 # destination inside TACC_WORKDIR; links inside a copied tree stay links (cp -a). INTO: DEST is a directory the copy
 # goes into (an array's element); else DEST is the copy. Plain copies, not hard links: the task may rewrite a file
 # in place, which must not change the earlier task's outputs.
-_INPUT_FUNCTION = """tacc_input() {  # SRC TOP DEST WHAT INTO
+_INPUT_FUNCTION = """tacc_input() {  # TOP PATH DEST WHAT INTO
   local src top work dest
-  top="$(realpath -e -- "$2" 2>/dev/null)" && src="$(realpath -e -- "$1" 2>/dev/null)" \\
+  top="$(realpath -e -- "$1" 2>/dev/null)" && src="$(realpath -e -- "$1/$2" 2>/dev/null)" \\
     || { echo "tacc: $4 is missing; the task did not run" >&2; return 1; }
   case "$src" in "$top" | "$top"/*) ;; *) echo "tacc: $4 leads out of its task's work directory" >&2; return 1 ;; esac
   work="$(realpath -e -- "$TACC_WORKDIR")" && dest="$(realpath -m -- "$work/$3")" || return 1
@@ -141,7 +141,7 @@ def input_lines(plan: ExecutionPlan, tasks_root: Path) -> list[str]:
         return []
     lines = [_INPUT_FUNCTION]
     for c in copies:
-        call = " ".join(q(c[k]) for k in ("src", "top", "dest", "what", "into"))
+        call = " ".join(q(c[k]) for k in ("top", "path", "dest", "what", "into"))
         lines += [f"tacc_input {call} || {{", "  rc=1", *("  " + line for line in _WRITE_EXITCODE), '  exit "$rc"',
                   "}"]
     return lines

@@ -56,7 +56,8 @@ def chown_tree(path: Path, name: str) -> None:
 
 
 def producer(tasks: Path, tid: int, owner: str = "alice", marker: str = "") -> Path:
-    """``tasks/<tid>/work/outputs/data``: a file, a subdirectory, a link to /etc/shadow (copied as a link)."""
+    """``outputs/data`` in task ``tid``'s work directory: a file, a subdirectory, a link to /etc/shadow (copied as
+    a link)."""
     data = tasks / str(tid) / "work" / "outputs" / "data"
     (data / "sub").mkdir(parents=True)
     (data / "a.txt").write_text(f"a{marker}")
@@ -122,7 +123,7 @@ def test_local_inputs_are_copied_as_the_owner(site: SiteProfile, tmp_path: Path)
     assert owners == {alice}, "the copies are the task user's own (made by it, not by root)"
     # a copy, not a link: the task rewriting its input leaves the producer's output as it was
     (work / "outputs/data/a.txt").write_text("changed")
-    assert (t.tasks / "5/work/outputs/data/a.txt").read_text() == "a"
+    assert (t.tasks / "5" / "work" / "outputs" / "data" / "a.txt").read_text() == "a"
 
 
 def test_a_missing_input_fails_the_task_with_its_reason_in_the_log(site: SiteProfile, tmp_path: Path) -> None:
