@@ -122,23 +122,14 @@ class TasksHandler(ApiHandler):
             raise self.spec_error(SpecError(list(out.errors))) from None
         return out
 
-    def _check_code(self, spec: Any) -> None:
-        check_code(self, spec)
-
-    def _check_account(self, spec: Any) -> None:
-        check_account(self, spec)
-
-    def _check_identity(self) -> None:
-        check_identity(self)
-
     async def post(self) -> None:
         spec = await self._spec()
         check_not_element(spec)
-        self._check_account(spec)
-        self._check_identity()
+        check_account(self, spec)
+        check_identity(self)
         dry_run = self.get_query_argument("dry_run", "0") in ("1", "true")
         if not dry_run:  # a dry run compiles without the archive (it stores and runs nothing)
-            self._check_code(spec)
+            check_code(self, spec)
         ctl = self.ctx.controller
         try:
             if dry_run:
