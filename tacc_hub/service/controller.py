@@ -66,6 +66,7 @@ from tacc_hub.snapshot import CodeStore
 from tacc_hub.store import InsertBatcher, NewTask, Store, TaskRecord, TaskStatus
 
 from . import nodes
+from .events import Events, TaskEvent
 from .gcpause import GcPacer
 from .groups import GroupsMixin
 from .recovery import ATTEMPT_KEY, EXTENDED_KEY, WARNED_KEY, RecoveryMixin, launched, restart_policy
@@ -228,6 +229,7 @@ class Controller(RecoveryMixin, GroupsMixin):
         self._bg: set[asyncio.Task[Any]] = set()
         self.gc = GcPacer(gc_freeze_interval)
         executor.set_waker(self.wake)
+        self.events = Events()  # task lifecycle events for metrics and notifications (events.py)
         self._extending = asyncio.Lock()  # one extension at a time: each checks the limits against the last
         self._init_recovery(max_requeues, down_recheck, restart_backoff)
         self._init_groups(threaded=_own_connections(store))
@@ -451,6 +453,7 @@ class Controller(RecoveryMixin, GroupsMixin):
             plan=plan.model_dump(mode="json"), submitted_at=time.time(),
         ))
         self._enqueue(self._view(rec.id, owner, spec.name, plan.task_digest, rec.submitted_at, dumped), dumped)
+        self.events.emit(TaskEvent("submitted", rec.id, owner, rec.submitted_at))
         self.wake()
         return rec
 
@@ -466,6 +469,7 @@ class Controller(RecoveryMixin, GroupsMixin):
                 self.attempts.pop(rec.id, None)
                 self._changed = True
                 self._group_ended(rec.id, S.CANCELLED)
+                self.events.emit(TaskEvent("cancelled", rec.id, rec.owner, time.time(), reason=done.reason))
                 return done
             rec = self.store.get(rec.id) or rec  # it moved on; cancel it where it is now
             if rec.status.is_terminal():
@@ -566,6 +570,9 @@ class Controller(RecoveryMixin, GroupsMixin):
                                      reason=reason, exit_code=exit_code)
         if done is not None:
             self._record_attempt(task_id, live, now, outcome or str(to), exit_code=exit_code, reason=reason)
+            kind = "timeout" if outcome == "time_limit" else str(to)
+            self.events.emit(TaskEvent(kind, task_id, live.owner, now, reason=reason,  # type: ignore[arg-type]
+                                       exit_code=exit_code, gpus=live.placement.gpu_count if live.placement else 0))
         if done is None:
             rec = self.store.get(task_id)
             log.warning("task %s was no longer %s when finishing as %s (now %s)", task_id, live.status, to,
@@ -623,6 +630,8 @@ class Controller(RecoveryMixin, GroupsMixin):
             live.state = {**live.state, WARNED_KEY: limit}
             self.store.update(task_id, expected=(S.RUNNING,), executor_state=live.state)
             self._spawn(self._warn(task_id, live.state, limit))
+            self.events.emit(TaskEvent("near_limit", task_id, live.owner, now, reason=(
+                f"{max(0, int(live.started_at + limit - now))} s left of its time limit of {limit} s")))
 
     async def _warn(self, task_id: int, state: dict[str, Any], limit: int) -> None:
         try:
@@ -718,6 +727,8 @@ class Controller(RecoveryMixin, GroupsMixin):
                 self._finish(task_id, live, S.CANCELLED, reason="cancelled")
             return False
         self._record_attempt(task_id, live, now, outcome, exit_code=exit_code, reason=run_reason or reason)
+        self.events.emit(TaskEvent("preempted" if outcome == "preempted" else "requeued", task_id, live.owner, now,
+                                   reason=reason, gpus=live.placement.gpu_count if live.placement else 0))
         self.live.pop(task_id, None)
         self.attempts[task_id] = live.attempt + 1
         self.queue.requeue(task_id, now)
@@ -769,6 +780,7 @@ class Controller(RecoveryMixin, GroupsMixin):
             self._group_ended(rec.id, now_rec.status if now_rec is not None else S.CANCELLED)
             return
         live.status = S.RUNNING
+        self.events.emit(TaskEvent("started", rec.id, rec.owner, now, gpus=placement.gpu_count))
         if live.cancel_requested or moved.cancel_requested:
             if self.store.transition(rec.id, S.CANCELLING, expected=S.RUNNING) is not None:
                 live.status = S.CANCELLING

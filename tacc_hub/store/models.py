@@ -171,6 +171,8 @@ time_extensions = sa.Table(
 """Extensions of a running task's time limit: its limit is the plan's plus the sum of its rows."""
 
 AUDIT_ACTION_LEN = 32
+AUDIT_TARGET_LEN = 128
+REQUEST_ID_LEN = 32
 
 audit_events = sa.Table(
     "audit_events",
@@ -180,9 +182,13 @@ audit_events = sa.Table(
     sa.Column("actor", sa.String(NAME_LEN), nullable=False),
     sa.Column("action", sa.String(AUDIT_ACTION_LEN), nullable=False),  # exec, shell, extend, ...
     sa.Column("task_id", sa.Integer, nullable=True),
-    sa.Column("detail", sa.Text, nullable=False),  # JSON: what was done (argv, seconds, before/after)
+    sa.Column("detail", sa.Text, nullable=False),  # JSON: what was done (argv, seconds, ...)
+    sa.Column("target", sa.String(AUDIT_TARGET_LEN), nullable=True, index=True),  # task:12, user:alice, token:3
+    sa.Column("before", sa.Text, nullable=True),  # JSON: the object before the action (NULL: none / n.a.)
+    sa.Column("after", sa.Text, nullable=True),  # JSON: the object after it
+    sa.Column("request_id", sa.String(REQUEST_ID_LEN), nullable=True),  # the API request that did it
 )
-"""Who did what to which task, when (exec and shell sessions, extensions); rows are only added."""
+"""Who did what to what, when (admin actions, exec and shell sessions, extensions); rows are only added."""
 
 gpu_samples = sa.Table(
     "gpu_samples",
@@ -238,3 +244,39 @@ task_dependencies = sa.Table(
     sa.Column("when", sa.String(WHEN_LEN), nullable=False),  # succeeded, finished, failed, all_succeeded, ...
 )
 """What each task waits for (its spec's ``depends_on``, ids resolved); rows are only added."""
+
+
+# --- notifications (issue 21) -------------------------------------------------------------------
+
+CHANNEL_LEN = 16
+EVENT_LEN = 16
+
+notify_settings = sa.Table(
+    "notify_settings",
+    metadata,
+    sa.Column("user", sa.String(NAME_LEN), primary_key=True),
+    sa.Column("settings", sa.Text, nullable=False),  # JSON: the user's channels and events, as validated
+    sa.Column("updated_at", sa.Double, nullable=False),
+)
+"""Each user's notification settings (no row: none)."""
+
+notify_outbox = sa.Table(
+    "notify_outbox",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("user", sa.String(NAME_LEN), nullable=False),
+    sa.Column("channel", sa.String(CHANNEL_LEN), nullable=False),  # email | webhook
+    sa.Column("destination", sa.Text, nullable=False),  # the address or URL
+    sa.Column("event", sa.String(EVENT_LEN), nullable=False),  # started, succeeded, failed, preempted, ...
+    sa.Column("task_id", sa.Integer, nullable=True),
+    sa.Column("payload", sa.Text, nullable=False),  # JSON: what is delivered
+    sa.Column("status", sa.String(STATUS_LEN), nullable=False),  # pending | sent | failed
+    sa.Column("attempts", sa.Integer, nullable=False),
+    sa.Column("next_at", sa.Double, nullable=False),  # when the next try is due
+    sa.Column("created_at", sa.Double, nullable=False),
+    sa.Column("sent_at", sa.Double, nullable=True),
+    sa.Column("last_error", sa.Text, nullable=True),
+    sa.Index(None, "status", "next_at"),
+    sa.Index(None, "user", "id"),
+)
+"""Notifications to deliver and delivered: written before delivery, so a restart loses none."""
