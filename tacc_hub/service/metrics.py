@@ -176,8 +176,9 @@ class Metrics:
 
     def observe_command(self, command: str, seconds: float, ok: bool) -> None:
         self.command_latency.labels(command).observe(seconds)
+        failures = self.command_failures.labels(command)  # a series from the first run on, at 0 until one fails
         if not ok:
-            self.command_failures.labels(command).inc()
+            failures.inc()
 
     def on_event(self, event: TaskEvent) -> None:
         self.task_events.labels(event.kind).inc()
@@ -284,13 +285,13 @@ class StateCollector(Collector):
 
     def _usage(self) -> Iterator[Metric]:
         ctl = self.ctl
-        hours: dict[str, float] = {}
+        hours = dict.fromkeys((DEFAULT_GROUP, *ctl.groups.values()), 0.0)  # every known group, 0 included
         for owner, seconds in ctl.usage.items():
             g = ctl.groups.get(owner, DEFAULT_GROUP)
             hours[g] = hours.get(g, 0.0) + seconds / 3600.0
         fam = GaugeMetricFamily("tacc_group_gpu_hours_used", "GPU-hours each group's tasks used this quota period "
                                 "(running ones up to the last re-count, at most quota_refresh = 30 s old), as the "
-                                "quotas count them.", labels=["group", "period"])
+                                "quotas count them; every group with members, and default.", labels=["group", "period"])
         for group, h in sorted(hours.items()):
             fam.add_metric([group, self.period], round(h, 6))
         yield fam
