@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: installs what it needs (pip; Debian's PostgreSQL
 # for the store tests; Slurm, munge and MariaDB for the dev cluster tests; Prometheus for the
-# metrics test; Chromium for the
-# browser tests; bootstrap.sh installs Node.js for the hub's proxy and the Lab panel), then lint,
+# metrics test; Chromium for the browser tests; bootstrap.sh installs Node.js for the hub's
+# proxy and the Lab panel), then lint,
 # types, and every test. Screenshots land in test-artifacts/. Extra arguments go to pytest.
 # Tasks run as the tests' Unix accounts (created as root): the checkout and its .venv must be readable
 # by other users (a clone under /root, mode 0700, is not). As root, the suite then runs from a copy in /srv.

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 import pytest_asyncio
 import tornado.httpclient
 import tornado.httpserver
@@ -332,3 +333,27 @@ def test_route_labels_and_command_names(tmp_path: Path) -> None:
     (tmp_path / "service_starts").write_text("garbage")
     assert count_start(tmp_path) == 1
     assert (tmp_path / "service_starts").stat().st_mode & 0o777 == 0o600
+
+
+async def test_slurm_commands_are_timed_and_their_failures_counted(tmp_path: Path) -> None:
+    """The Slurm executor's command runner tells the metrics of each command (real processes: stand-in
+    ``squeue`` and ``scancel`` scripts in its bin_dir)."""
+    from tacc_hub.executors import SlurmExecutor
+    from tacc_hub.executors.slurm_health import SlurmError
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, body in (("squeue", "echo '12|RUNNING'"), ("scancel", "echo 'scancel: error' >&2; exit 1")):
+        (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    ex = SlurmExecutor(tmp_path / "state", bin_dir=str(bin_dir))
+    metrics = Metrics()
+    ex.command_observer = metrics.observe_command
+    assert "12|RUNNING" in await ex._run(ex._argv("squeue", "--noheader"))
+    with pytest.raises(SlurmError):
+        await ex._run(ex._argv("scancel", "12"))
+    r = metrics.registry
+    assert r.get_sample_value("tacc_executor_command_duration_seconds_count", {"command": "squeue"}) == 1
+    assert r.get_sample_value("tacc_executor_command_failures_total", {"command": "squeue"}) == 0
+    assert r.get_sample_value("tacc_executor_command_duration_seconds_count", {"command": "scancel"}) == 1
+    assert r.get_sample_value("tacc_executor_command_failures_total", {"command": "scancel"}) == 1
