@@ -6,8 +6,9 @@ deploy/prometheus/prometheus.yml (its shape kept: only targets, scheme, token fi
 What holds: both targets of the example (the service's and the hub's own metrics) are up; a task run
 through the hub shows in a series queried back through Prometheus's HTTP API; who may read /metrics
 through the hub (a user token with only the metrics scope: yes; a user's tasks token: 403; nothing:
-401); every PromQL expression of deploy/grafana/tacc-hub.json is valid to Prometheus and names only
-series (and grouping labels) the service exposes, once a task has run.
+401; a browser logged in through the hub: by its scopes); every PromQL expression of
+deploy/grafana/tacc-hub.json is valid to Prometheus and names only series (and grouping labels) the
+service exposes, once a task has run.
 """
 
 from __future__ import annotations
@@ -197,6 +198,11 @@ def test_who_may_read_metrics_through_the_hub(site: tuple[HubProcess, Prometheus
     r = s.post(f"{hub.url}/hub/api/users/alice/tokens", json={"scopes": [METRICS]},
                headers={"X-XSRFToken": s.cookies.get("_xsrf", path="/hub/") or ""}, timeout=30)
     assert r.status_code in (400, 403), r.text
+    # a browser logged in to the service through the hub's OAuth: the cookie's scopes decide
+    for user, wanted in (("alice", 403), ("admin", 200)):
+        browser = hub.login(user)
+        assert browser.get(hub.service_url + "/", timeout=30).status_code == 200  # the service's cookie now
+        assert browser.get(url, timeout=30).status_code == wanted, user
     # the prometheus service's own token, as the scrape config sends it
     assert requests.get(url, headers={"Authorization": f"Bearer {prom_token}"}, timeout=30).status_code == 200
 
