@@ -357,3 +357,40 @@ async def test_slurm_commands_are_timed_and_their_failures_counted(tmp_path: Pat
     assert r.get_sample_value("tacc_executor_command_failures_total", {"command": "squeue"}) == 0
     assert r.get_sample_value("tacc_executor_command_duration_seconds_count", {"command": "scancel"}) == 1
     assert r.get_sample_value("tacc_executor_command_failures_total", {"command": "scancel"}) == 1
+
+
+def test_the_hub_configs_give_prometheus_the_metrics_scope(tmp_path: Path) -> None:
+    """The demo hub (hub_settings) and the production one (deploy/jupyterhub_config.py) register the service
+    ``prometheus`` with the metrics scopes only when TACC_PROMETHEUS_TOKEN is given; admins hold the scope."""
+    import json
+    import os
+    import subprocess
+
+    from tacc_hub.hub.config import hub_settings
+    from tacc_hub.service.scopes import METRICS_SCOPE
+
+    root = Path(__file__).resolve().parents[2]
+    kw: dict[str, Any] = dict(repo=root, python=sys.executable, hub_port=8000, service_port=8765, users="alice",
+                              admins="admin", password=None, executor="local", spawner="tacc")
+    demo = hub_settings(state_dir=tmp_path / "a", prometheus_token="t0ken-for-prometheus", **kw)["JupyterHub"]
+    plain = hub_settings(state_dir=tmp_path / "b", **kw)["JupyterHub"]
+    assert "prometheus" not in {s["name"] for s in plain["services"]}
+    assert "prometheus" not in {r["name"] for r in plain["load_roles"]}
+    (svc,) = [s for s in demo["services"] if s["name"] == "prometheus"]
+    assert svc == {"name": "prometheus", "api_token": "t0ken-for-prometheus"}  # no URL, no command: a token only
+    roles = {r["name"]: r for r in demo["load_roles"]}
+    assert roles["prometheus"]["scopes"] == [METRICS_SCOPE, "read:metrics"]
+    assert roles["prometheus"]["services"] == ["prometheus"]
+    assert METRICS_SCOPE in roles["tacc-admins"]["scopes"] and METRICS_SCOPE not in roles["user"]["scopes"]
+    assert METRICS_SCOPE in demo["custom_scopes"]
+
+    deploy = str(root / "deploy")
+    code = ("import json\nfrom traitlets.config.loader import PyFileConfigLoader\n"
+            f"cfg = PyFileConfigLoader('jupyterhub_config.py', path={deploy!r}).load_config()\n"
+            "print(json.dumps({'services': cfg.JupyterHub.services, 'roles': cfg.JupyterHub.load_roles}))")
+    env = {**os.environ, "TACC_SERVICE_API_TOKEN": "t0k", "TACC_PROMETHEUS_TOKEN": "t0ken-for-prometheus"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path,
+                         timeout=120, check=True)
+    prod = json.loads(out.stdout)
+    assert [s for s in prod["services"] if s["name"] == "prometheus"] == [svc]
+    assert [r for r in prod["roles"] if r["name"] == "prometheus"] == [roles["prometheus"]]
