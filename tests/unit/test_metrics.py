@@ -66,12 +66,13 @@ def _free_port() -> int:
 
 
 class Svc:
-    def __init__(self, tmp: Path, hub: FakeHub | None = None) -> None:
+    def __init__(self, tmp: Path, hub: FakeHub | None = None, executor: FakeExecutor | None = None) -> None:
+        """A service on ``tmp`` (a second one on the same ``tmp`` and ``executor``: the first one restarted)."""
         self.store = Store(f"sqlite:///{tmp / 'db.sqlite'}")
         self.store.migrate()
         codes = CodeStore(tmp / "code")
         src = tmp / "src"
-        src.mkdir()
+        src.mkdir(exist_ok=True)
         (src / "a.py").write_text("print(1)\n")
         data = pack(src)
         self.archive = data
@@ -79,7 +80,7 @@ class Svc:
         codes.put(self.digest, data)
         site = SiteProfile(pythons={"3.11": sys.executable}, default_python="3.11", env_root=str(tmp / "envs"),
                            code_root=str(tmp / "code"), max_gpus_per_node=4)
-        self.executor = FakeExecutor(gpus=4)
+        self.executor = executor or FakeExecutor(gpus=4)
         self.ctl = Controller(self.store, self.executor, site, FifoGang(), codes, poll_interval=0.05)
         self.metrics = Metrics()
         self.metrics.watch(self.ctl, "month")
@@ -294,19 +295,7 @@ async def test_recovery_counts_readopted_tasks(tmp_path: Path) -> None:
     await until(lambda: first.store.get(rec.id).status == S.RUNNING)
     await first.stop()
     # the service restarts on the same store; the executor still runs the task
-    again = Svc.__new__(Svc)
-    again.__dict__.update(first.__dict__)
-    again.store = Store(f"sqlite:///{tmp_path / 'db.sqlite'}")
-    again.ctl = Controller(again.store, first.executor, first.ctl.site, FifoGang(), first.ctl.code_store,
-                           poll_interval=0.05)
-    again.metrics = Metrics()
-    again.metrics.watch(again.ctl, "month")
-    again.metrics.count_start(tmp_path)
-    again.ctx = ServiceContext(store=again.store, controller=again.ctl, auth=TokenAuth(again.store),
-                               code_store=first.ctl.code_store, max_code_bytes=1 << 20, max_body_bytes=1 << 20,
-                               log_poll_interval=0.05, metrics=again.metrics)
-    again.port = _free_port()
-    again.url = f"http://127.0.0.1:{again.port}/services/tacc"
+    again = Svc(tmp_path, executor=first.executor)
     await again.start()
     try:
         got = await again.scrape()
