@@ -59,15 +59,35 @@ API_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5
 PASS_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 COMMAND_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
-_GROUP = re.compile(r"\((?:\?P<(\w+)>)?[^)]*\)")
+_NAMED = re.compile(r"\(\?P<(\w+)>")
 
 
 def route_label(pattern: str) -> str:
-    """A route's label: its pattern with each group named as the OpenAPI document names it,
-    e.g. ``/api/tasks/(\\d+)/logs$`` -> ``/api/tasks/{id}/logs``."""
+    """A route's label: its pattern with each group (nested ones included) named as the OpenAPI document
+    names it, e.g. ``/api/tasks/(\\d+)/logs$`` -> ``/api/tasks/{id}/logs``; a trailing ``/?`` dropped."""
     path = pattern.rstrip("$")
+    path = path[:-2] if path.endswith("/?") else path
     default = "digest" if "/code/" in path else "id"
-    return _GROUP.sub(lambda m: "{" + (m.group(1) or default) + "}", path) or "/"
+    out: list[str] = []
+    depth, i = 0, 0
+    while i < len(path):
+        c = path[i]
+        if c == "\\":  # an escaped character: itself outside a group, skipped inside one
+            if depth == 0 and i + 1 < len(path):
+                out.append(path[i + 1])
+            i += 2
+            continue
+        if c == "(":
+            if depth == 0:
+                m = _NAMED.match(path, i)
+                out.append("{" + (m.group(1) if m else default) + "}")
+            depth += 1
+        elif c == ")":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(c)
+        i += 1
+    return "".join(out) or "/"
 
 
 def count_start(state_dir: Path) -> int:
