@@ -25,6 +25,8 @@ Environment (all optional):
   TACC_CULL_IDLE_AFTER  seconds after which an idle server is stopped (28800: TACC's 8 hours; 0: never)
   TACC_HUB_SPAWNER      spawner of users' servers: tacc (TaccSpawner: servers are tacc tasks), or
                         another JupyterHub spawner (simple: plain local processes)
+  TACC_PROMETHEUS_TOKEN the API token of a hub service 'prometheus' that may read the metrics
+                        (custom:tacc:metrics, read:metrics); unset: no such service (docs/metrics.md)
 """
 
 # ruff: noqa: F821  (``get_config`` is injected by traitlets when JupyterHub loads this file)
@@ -59,6 +61,7 @@ settings = hub_settings(
     slurm_conf=os.environ.get("SLURM_CONF"),
     local_gpus=int(os.environ.get("TACC_GPUS", "4")),
     cull_idle_after=int(os.environ.get("TACC_CULL_IDLE_AFTER", str(8 * 3600))),
+    prometheus_token=os.environ.get("TACC_PROMETHEUS_TOKEN") or None,
 )
 for section, values in settings.items():
     for key, value in values.items():

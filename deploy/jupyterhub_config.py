@@ -19,6 +19,7 @@ PUBLIC_URL = "https://hub.example.edu"  # what users' browsers open (TLS ends at
 TACC_URL = "http://127.0.0.1:8765"  # the tacc service (c.TaccHub.ip / port in /etc/tacc-hub/tacc_hub_config.py)
 TASKS_SCOPE = "custom:tacc:tasks"
 ADMIN_SCOPE = "custom:tacc:admin"
+METRICS_SCOPE = "custom:tacc:metrics"  # read /services/tacc/metrics (docs/metrics.md)
 ADMINS = {"admin"}  # hub admins, and cluster admins (quotas, everyone's tasks)
 
 c.JupyterHub.bind_url = "http://127.0.0.1:8000"  # behind the TLS proxy
@@ -51,6 +52,7 @@ c.Spawner.environment = {"TACC_URL": f"{PUBLIC_URL}/services/tacc"}
 c.JupyterHub.custom_scopes = {
     TASKS_SCOPE: {"description": "Submit tasks to the GPU cluster, and read and cancel one's own."},
     ADMIN_SCOPE: {"description": "Administer the GPU cluster: everyone's tasks, quotas and groups."},
+    METRICS_SCOPE: {"description": "Read the GPU cluster's Prometheus metrics (/services/tacc/metrics)."},
 }
 c.JupyterHub.services = [{
     "name": "tacc",
@@ -65,8 +67,14 @@ c.JupyterHub.load_roles = [
     {"name": "user", "description": "Every user: their own server and tasks.",
      "scopes": ["self", TASKS_SCOPE, "access:services!service=tacc"]},
     {"name": "tacc-admins", "description": "Cluster admins (the hub's admins are given this role too).",
-     "scopes": [ADMIN_SCOPE, TASKS_SCOPE, "access:services!service=tacc"], "users": sorted(ADMINS)},
+     "scopes": [ADMIN_SCOPE, TASKS_SCOPE, METRICS_SCOPE, "access:services!service=tacc"], "users": sorted(ADMINS)},
 ]
+# Prometheus scrapes /services/tacc/metrics (and the hub's /hub/metrics) as the hub service "prometheus", with
+# this token in its credentials_file (deploy/prometheus/prometheus.yml, docs/metrics.md).
+if os.environ.get("TACC_PROMETHEUS_TOKEN"):
+    c.JupyterHub.services.append({"name": "prometheus", "api_token": os.environ["TACC_PROMETHEUS_TOKEN"]})
+    c.JupyterHub.load_roles.append({"name": "prometheus", "description": "Prometheus: reads the metrics.",
+                                    "scopes": [METRICS_SCOPE, "read:metrics"], "services": ["prometheus"]})
 
 # TACC's rule: a server idle for 8 hours is stopped (jupyterhub-idle-culler, a hub-managed service).
 culler, culler_role = idle_culler(8 * 3600)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite on a fresh machine: installs what it needs (pip; Debian's PostgreSQL
-# for the store tests; Slurm, munge and MariaDB for the dev cluster tests; Chromium for the
-# browser tests; bootstrap.sh installs Node.js for the hub's proxy and the Lab panel), then lint,
+# for the store tests; Slurm, munge and MariaDB for the dev cluster tests; Prometheus for the
+# metrics test; Chromium for the browser tests; bootstrap.sh installs Node.js for the hub's
+# proxy and the Lab panel), then lint,
 # types, and every test. Screenshots land in test-artifacts/. Extra arguments go to pytest.
 # Tasks run as the tests' Unix accounts (created as root): the checkout and its .venv must be readable
 # by other users (a clone under /root, mode 0700, is not). As root, the suite then runs from a copy in /srv.
@@ -17,6 +18,8 @@ if ! command -v slurmctld >/dev/null || ! command -v slurmdbd >/dev/null || ! co
    || ! command -v munged >/dev/null; then
   apt_install --no-recommends "for the Slurm dev cluster tests" slurm-wlm munge slurmdbd mariadb-server
 fi
+# a real Prometheus scrapes the service (tests/e2e/test_metrics_prometheus.py)
+[ -x /usr/bin/prometheus ] || apt_install --no-recommends "for the metrics test (a real Prometheus)" prometheus
 # Playwright drives Debian's Chromium: no browser download
 [ -x /usr/bin/chromium ] || apt_install "for the browser tests" chromium
 command -v visudo >/dev/null || apt_install "for the deploy tests (visudo checks deploy/sudoers.d)" sudo

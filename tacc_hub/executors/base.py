@@ -63,9 +63,26 @@ class Observation:
     reason: str | None = None
 
 
+CommandObserver = Callable[[str, float, bool], None]
+"""Told of each command an executor ran: (its name, e.g. "sbatch"; seconds; whether it succeeded)."""
+
+
+def _unobserved(command: str, seconds: float, ok: bool) -> None:
+    """The default ``command_observer``: nobody is told."""
+
+
+def command_name(argv: list[str]) -> str:
+    """The command an argv runs, without a ``runuser -u U --`` or ``sudo -n -u U --`` prefix: "sbatch"."""
+    head = argv[:7]
+    if "--" in head:
+        argv = argv[head.index("--") + 1:]
+    return argv[0].rsplit("/", 1)[-1] if argv else "?"
+
+
 class Executor(abc.ABC):
     name: str = "abstract"
     identity: Identity = Identity()  # who tasks run as; the service sets it (TaccHub.task_identity)
+    command_observer: CommandObserver = staticmethod(_unobserved)  # the service's metrics set it
 
     def set_waker(self, wake: Callable[[], None]) -> None:
         """Called with the service's wake-up function; call it when a task changes state."""

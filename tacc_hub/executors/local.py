@@ -208,10 +208,12 @@ class LocalExecutor(Executor):
 
     async def _call(self, verb: str, task_id: int) -> tuple[int, str]:
         """Run a short launcher verb (cancel, kill); (exit status, its message)."""
+        began = time.monotonic()
         proc = await asyncio.create_subprocess_exec(
             *self.launcher, str(self.run_dir), verb, str(int(task_id)), env=launcher_env(),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE)
         _, err = await proc.communicate()
+        self.command_observer(f"launcher-{verb}", time.monotonic() - began, not proc.returncode)
         return proc.returncode or 0, err.decode(errors="replace").strip()
 
     async def launch(self, launch: Launch) -> dict[str, Any]:
@@ -219,6 +221,7 @@ class LocalExecutor(Executor):
             raise LaunchError("the local executor runs single-node tasks on this machine only")
         tb_port = free_port() if launch.plan.tensorboard is not None else None
         tb_secret = tensorboard_secret() if tb_port is not None else None
+        began = time.monotonic()  # launcher-start: until the task is ready (its env built) or refused
         try:
             await asyncio.to_thread(self.write_control, launch, tb_port, tb_secret)
             proc = await asyncio.create_subprocess_exec(
@@ -227,20 +230,24 @@ class LocalExecutor(Executor):
                 start_new_session=True,
             )
         except OSError as exc:
+            self.command_observer("launcher-start", time.monotonic() - began, False)
             raise LaunchError(f"starting the task failed: {exc}") from exc
         assert proc.stdout is not None and proc.stderr is not None
         try:
             line = await asyncio.wait_for(proc.stdout.readline(), READY_TIMEOUT_S)
         except TimeoutError:
+            self.command_observer("launcher-start", time.monotonic() - began, False)
             await self._call("kill", launch.task_id)
             raise LaunchError(f"the task was not ready after {READY_TIMEOUT_S:g} s of preparation") from None
         try:
             ready = json.loads(line)
         except ValueError:
+            self.command_observer("launcher-start", time.monotonic() - began, False)
             err = (await proc.stderr.read()).decode(errors="replace").strip()
             await proc.wait()
             reason = err.removeprefix("tacc-launcher: ") or f"tacc-launcher exited {proc.returncode}"
             raise LaunchError(reason[-3000:]) from None
+        self.command_observer("launcher-start", time.monotonic() - began, True)
         self._children[launch.task_id] = proc
         asyncio.get_running_loop().create_task(self._reap(launch.task_id, proc))
         state: dict[str, Any] = {"pid": int(ready["pid"]), "start_time": ready.get("start_time"),

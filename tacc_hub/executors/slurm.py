@@ -85,7 +85,7 @@ from pathlib import Path
 from typing import Any
 
 from ..scheduler.cluster import Node, Placement
-from .base import REQUEUE_MARK, Executor, Launch, LaunchError, LaunchUnavailable, Observation
+from .base import REQUEUE_MARK, Executor, Launch, LaunchError, LaunchUnavailable, Observation, command_name
 from .identity import ACCOUNT_NAME, Account
 from .local import (
     DEFAULT_ENV_KEEP,
@@ -225,6 +225,15 @@ class SlurmExecutor(Executor):
         return env
 
     async def _run(self, argv: list[str]) -> str:
+        began, ok = time.monotonic(), False
+        try:
+            out = await self._run_once(argv)
+            ok = True
+            return out
+        finally:
+            self.command_observer(command_name(argv), time.monotonic() - began, ok)
+
+    async def _run_once(self, argv: list[str]) -> str:
         try:
             proc = await asyncio.create_subprocess_exec(
                 *argv, env=self._env(), stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
@@ -269,11 +278,14 @@ class SlurmExecutor(Executor):
         """Read the nodes (``sinfo --json``), their leaf switches (``scontrol show topology``) and the GPUs jobs
         outside tacc hold on them (``squeue``; see ``slurm_nodes.foreign_gpus``)."""
         def run(*args: str) -> str:
+            began = time.monotonic()
             try:
                 proc = subprocess.run(self._argv(*args), env=self._env(), capture_output=True, text=True,
                                       timeout=self.command_timeout, check=False)
             except (OSError, subprocess.TimeoutExpired) as exc:
+                self.command_observer(args[0], time.monotonic() - began, False)
                 raise SlurmError(f"{args[0]}: {exc}") from exc
+            self.command_observer(args[0], time.monotonic() - began, proc.returncode == 0)
             if proc.returncode != 0:
                 raise SlurmError(f"{' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
             return proc.stdout

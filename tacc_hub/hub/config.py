@@ -17,14 +17,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tacc_hub.service.scopes import ADMIN_SCOPE, TASKS_SCOPE
+from tacc_hub.service.scopes import ADMIN_SCOPE, METRICS_SCOPE, TASKS_SCOPE
 from tacc_spawner.culler import idle_culler
 
 SERVICE = "tacc"
 CUSTOM_SCOPES = {
     TASKS_SCOPE: {"description": "Submit tasks to the GPU cluster, and read and cancel one's own."},
     ADMIN_SCOPE: {"description": "Administer the GPU cluster: everyone's tasks, quotas and groups."},
+    METRICS_SCOPE: {"description": "Read the GPU cluster's Prometheus metrics (/services/tacc/metrics)."},
 }
+PROMETHEUS = "prometheus"  # the hub service whose token Prometheus scrapes with (TACC_PROMETHEUS_TOKEN)
 # What a user server's $JUPYTERHUB_API_TOKEN may do: the hub's defaults plus our tasks scope, so
 # that tcloud, %tacc and the Lab panel work inside a server with no set-up.
 SERVER_TOKEN_SCOPES = ["users:activity!user", "access:servers!server", TASKS_SCOPE,
@@ -237,7 +239,8 @@ def _give(path: Path, name: str) -> None:
 def hub_settings(*, repo: Path, python: str, hub_port: int, service_port: int, state_dir: Path, users: str,
                  admins: str, password: str | None, executor: str, spawner: str,
                  slurm_conf: str | None = None, local_gpus: int = 4, cull_idle_after: int = 8 * 3600,
-                 data_dir: Path | None = None, task_identity: str = "owner") -> dict[str, dict[str, Any]]:
+                 data_dir: Path | None = None, task_identity: str = "owner",
+                 prometheus_token: str | None = None) -> dict[str, dict[str, Any]]:
     """``{section: {setting: value}}`` for JupyterHub's config object.
 
     Ports: the hub's public ``hub_port`` (the proxy), the proxy's API at ``hub_port + 1``, the hub's
@@ -250,6 +253,8 @@ def hub_settings(*, repo: Path, python: str, hub_port: int, service_port: int, s
     service's ``TaccHub.data_dir`` (tasks' folders and users' folders, ``users/<name>``: each server's root
     folder), made here; None: the service's default. ``task_identity``: 'owner' (each user's tasks and
     server run as their Unix account) or 'service' (as the service's own, one person only).
+    ``prometheus_token``: when given, the hub service ``prometheus`` with that API token and the scopes
+    ``custom:tacc:metrics`` and ``read:metrics`` (this service's and the hub's own metrics; see docs/metrics.md).
     """
     if task_identity not in ("owner", "service"):
         raise ValueError(f"task_identity must be owner or service, not {task_identity!r}")
@@ -291,7 +296,7 @@ def hub_settings(*, repo: Path, python: str, hub_port: int, service_port: int, s
             {"name": "user", "description": "Every user: their own server and tasks.",
              "scopes": ["self", TASKS_SCOPE, f"access:services!service={SERVICE}"]},
             {"name": "tacc-admins", "description": "Cluster admins (the hub's admins are given this role too).",
-             "scopes": [ADMIN_SCOPE, TASKS_SCOPE, f"access:services!service={SERVICE}"],
+             "scopes": [ADMIN_SCOPE, TASKS_SCOPE, METRICS_SCOPE, f"access:services!service={SERVICE}"],
              "users": sorted(all_admins)},
         ],
         "services": [{
@@ -305,6 +310,10 @@ def hub_settings(*, repo: Path, python: str, hub_port: int, service_port: int, s
             "environment": {"TACC_STATE_DIR": str(state_dir.resolve())},
         }],
     }
+    if prometheus_token:  # Prometheus scrapes /services/tacc/metrics (and the hub's /hub/metrics) with it
+        hub["services"].append({"name": PROMETHEUS, "api_token": prometheus_token})
+        hub["load_roles"].append({"name": PROMETHEUS, "description": "Prometheus: reads the metrics.",
+                                  "scopes": [METRICS_SCOPE, "read:metrics"], "services": [PROMETHEUS]})
     if cull_idle_after > 0:
         culler, role = idle_culler(int(cull_idle_after), cull_every=max(30, min(300, int(cull_idle_after) // 4)),
                                    python=python)

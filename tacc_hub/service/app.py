@@ -47,6 +47,8 @@ from .execws import ROUTES as EXEC_ROUTES
 from .gpusampler import GpuSampler
 from .logs import LogsHandler, LogStreamHandler
 from .meta import HealthHandler, OpenAPIHandler, WhoAmIHandler
+from .metrics import Metrics
+from .metrics_api import MetricsHandler
 from .offload import HeavyWork
 from .openapi import build_openapi
 from .proxy import ROUTES as PROXY_ROUTES
@@ -79,6 +81,7 @@ ROUTES: list[tuple[str, Any]] = [
     (r"/api/admin/groups", GroupsHandler),
     (r"/api/admin/usage", UsageHandler),
     (r"/api/admin/users/(?P<user>[^/]+)/group", UserGroupHandler),
+    (r"/metrics", MetricsHandler),  # Prometheus (metrics_api.py)
     *TOKEN_ROUTES,
     *RUNNING_ROUTES,  # a running task's time and runs (running.py)
     *USAGE_ROUTES,  # its GPU samples (taskusage.py)
@@ -100,8 +103,11 @@ def make_app(ctx: ServiceContext, base_url: str = "/", *, hub: HubOAuth | None =
 
         handlers += hub_routes(prefix, ctx.quota_period)
         settings.update(hub_auth=hub, cookie_secret=cookie_secret, login_url=hub.login_url)
-    return tornado.web.Application(handlers, default_handler_class=_NotFound, default_handler_args={"ctx": ctx},
-                                   log_function=log_request, **settings)
+    app = tornado.web.Application(handlers, default_handler_class=_NotFound, default_handler_args={"ctx": ctx},
+                                  log_function=log_request, **settings)
+    if ctx.metrics is not None:
+        ctx.metrics.instrument(app, prefix)  # every request's latency, by route pattern
+    return app
 
 
 def log_request(handler: tornado.web.RequestHandler) -> None:
@@ -471,6 +477,8 @@ class TaccHub(Application):
             self.quotas_changed()
             controller.quotas_changed()
 
+        metrics = Metrics()  # its own registry; reads the controller at scrape time (metrics.py)
+        metrics.watch(controller, self.quota_period)
         tokens = TokenAuth(store)
         hub: HubOAuth | None = None
         auth: Authenticator = tokens
@@ -490,7 +498,7 @@ class TaccHub(Application):
                              max_body_bytes=self.max_body_bytes, log_poll_interval=self.log_poll_interval,
                              quota_period=self.quota_period, quotas_changed=changed,
                              heavy=HeavyWork(workers=self.heavy_workers), archive_limits=limits,
-                             running=self.running_settings())
+                             running=self.running_settings(), metrics=metrics)
         controller.running = ctx.running
         controller.restart_backoff = self.restart_backoff
         return ctx, make_app(ctx, self.base_url, hub=hub, cookie_secret=self.cookie_secret() if hub else None)
@@ -498,6 +506,8 @@ class TaccHub(Application):
     async def serve(self) -> None:
         self.check_identity()
         ctx, app = self.build()
+        if ctx.metrics is not None:
+            ctx.metrics.count_start(Path(self.state_dir))  # tacc_service_starts_total survives restarts
         await ctx.controller.start()
         sampler = GpuSampler(ctx)
         sampler.start()

@@ -46,6 +46,7 @@ import contextlib
 import logging
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -81,6 +82,10 @@ WARN_EXIT = 128 + int(signal.SIGUSR1)
 
 PASS_SHARE = 3.0
 """After a tick of T seconds the next waits at least PASS_SHARE * T (passes: at most a quarter of the loop)."""
+
+
+def _ignore(seconds: float) -> None:
+    """The default ``pass_observer``: nobody is told."""
 
 
 class Conflict(Exception):
@@ -230,6 +235,7 @@ class Controller(RecoveryMixin, GroupsMixin):
         self.gc = GcPacer(gc_freeze_interval)
         executor.set_waker(self.wake)
         self.events = Events()  # task lifecycle events for metrics and notifications (events.py)
+        self.pass_observer: Callable[[float], None] = _ignore  # told each pass's duration, seconds (metrics.py)
         self._extending = asyncio.Lock()  # one extension at a time: each checks the limits against the last
         self._init_recovery(max_requeues, down_recheck, restart_backoff)
         self._init_groups(threaded=_own_connections(store))
@@ -392,6 +398,7 @@ class Controller(RecoveryMixin, GroupsMixin):
             )
             log.info("recovered task %s (%s)", rec.id, status)
         self._recover_groups(active)  # dependencies and array slots gate waiting tasks again
+        self.adopted = set(self.live)  # re-adopted at this start (metrics: how many, which are found lost)
         await self.observe()
         for task_id, live in list(self.live.items()):
             if live.status == S.RUNNING and live.cancel_requested:
@@ -506,6 +513,7 @@ class Controller(RecoveryMixin, GroupsMixin):
                 await self.tick()
             except Exception:
                 log.exception("controller tick failed; retrying on the next one")
+            self.pass_observer(loop.time() - began)  # the pass duration histogram (metrics.py)
             self.gc.maybe()  # full collections here, between passes, not inside one (see gcpause)
             # Wake-ups arriving meanwhile are served by one tick after the pause: under a burst of
             # submissions the loop makes at most 1/min_tick_interval passes a second, and a pass that

@@ -108,6 +108,9 @@ class LogStreamHandler(ApiHandler):
         tdir = ctl.executor.task_dir(rec.id)
         interval = self.ctx.log_poll_interval
         uid: int | None = None
+        metrics = self.ctx.metrics
+        if metrics is not None:
+            metrics.stream_opened()  # tacc_log_streams_open, until the finally below
         try:
             self.write(": stream open\n\n")
             await self.flush()
@@ -145,4 +148,7 @@ class LogStreamHandler(ApiHandler):
                 await asyncio.sleep(interval)
         except tornado.iostream.StreamClosedError:
             return
+        finally:
+            if metrics is not None:
+                metrics.stream_closed()
         self.finish()

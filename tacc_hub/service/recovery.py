@@ -109,6 +109,7 @@ class RecoveryMixin:
         self.down_recheck = down_recheck  # without the periodic refresh: seconds between re-reads while some are down
         self.requeues: dict[int, int] = {}  # task -> node-failure requeues so far
         self.launch_hold: str | None = None  # why nothing can be launched now (the executor says)
+        self.adopted: set[int] = set()  # tasks found starting, running or cancelling at start (metrics)
         self._probing = False
         self._reading: asyncio.Task[None] | None = None
         self._reading_began = float("-inf")  # monotonic: when the last read of the nodes began
