@@ -1,0 +1,161 @@
+"""The service's pages in a real browser behind the real hub: landing, admin (each section), "My usage", 403, 404.
+
+Screenshots go to test-artifacts/. Checked in the page: the hub's stylesheet is loaded and applies,
+the charts' axes have at least three ticks with every label inside the canvas and none overlapping,
+no text overflows its box and nothing is wider than the viewport, and the queue's GPUs cells are
+filled. ``/api/usage`` is attacked with every parameter that could name another user.
+"""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+from .conftest import ARTIFACTS, HubProcess, browser_login
+from .page_checks import assert_readable_chart, hub_css_applied, overflowing
+from .test_admin_pages import _submit_array
+from .test_hub_auth import TASKS, api, submit, wait_status
+
+
+def _styled(page) -> None:
+    css = hub_css_applied(page)
+    assert css["sheet"], css
+    assert css["navbar"] == "flex" and css["bsVar"], css  # Bootstrap's .navbar and its variables apply
+    assert "Times" not in css["bodyFont"], css
+
+
+@pytest.fixture(scope="module")
+def gpu_history(hub: HubProcess) -> dict[str, int]:
+    """alice ran a GPU task (and bob one, in another group) before the pages are looked at."""
+    alice, bob, admin = hub.token("alice", TASKS), hub.token("bob", TASKS), hub.token("admin", TASKS)
+    assert api(hub, admin, "PUT", "/api/admin/users/alice/group", json={"group": "lab-a"}).status_code == 200
+    ids = {"alice": submit(hub, alice, "sleep 2", name="train-small", gpus=2),
+           "bob": submit(hub, bob, "sleep 1", name="bobs-secret", gpus=1)}
+    for who, tid in ids.items():
+        wait_status(hub, alice if who == "alice" else bob, tid, {"succeeded"})
+    yield ids
+    api(hub, admin, "DELETE", "/api/admin/users/alice/group")
+
+
+def test_the_landing_page_is_styled_and_lists_the_users_tasks(hub: HubProcess, browser, gpu_history):
+    page = browser_login(browser, hub, "alice", "/services/tacc/")
+    try:
+        page.wait_for_selector("#task-table")
+        _styled(page)
+        assert "Signed in as alice (user)" in page.inner_text("#who")
+        names = page.locator("#task-table tbody td.tacc-name").all_inner_texts()
+        assert "train-small" in names and "bobs-secret" not in names
+        nav = page.locator("#tacc-nav").inner_text()
+        assert "My usage" in nav and "Admin" not in nav  # not an admin
+        assert overflowing(page) == []
+        page.screenshot(path=str(ARTIFACTS / "landing.png"), full_page=True)
+        assert page.js_errors == []
+    finally:
+        page.context.close()
+
+
+def test_the_403_and_404_pages_are_the_styled_error_page(hub: HubProcess, browser):
+    page = browser_login(browser, hub, "bob", "/services/tacc/admin")
+    try:
+        page.wait_for_selector("#error-card")
+        resp = page.goto(hub.service_url + "/admin")
+        assert resp is not None and resp.status == 403
+        assert page.inner_text("#error-status") == "403"
+        assert "bob is not one" in page.inner_text("#error-message")
+        _styled(page)
+        assert page.evaluate("getComputedStyle(document.querySelector('#error-card')).borderRadius") != "0px"  # .card
+        assert overflowing(page) == []
+        page.screenshot(path=str(ARTIFACTS / "error-403.png"), full_page=True)
+        resp = page.goto(hub.service_url + "/no-such-page")
+        assert resp is not None and resp.status == 404 and page.inner_text("#error-status") == "404"
+        _styled(page)
+        page.screenshot(path=str(ARTIFACTS / "error-404.png"), full_page=True)
+        # the API's own 404 stays JSON
+        r = requests.get(hub.service_url + "/api/no-such-thing", timeout=30,
+                         headers={"Authorization": f"token {hub.token('bob', TASKS)}"})
+        assert r.status_code == 404 and r.headers["Content-Type"].startswith("application/json")
+    finally:
+        page.context.close()
+
+
+def test_the_admin_page_reads_at_a_glance(hub: HubProcess, browser, gpu_history):
+    alice, bob = hub.token("alice", TASKS), hub.token("bob", TASKS)
+    # something in the queue: alice holds all four GPUs, bob's task and alice's array wait behind it
+    hog = submit(hub, alice, "sleep 120", name="hog", gpus=4)
+    wait_status(hub, alice, hog, {"running"})
+    waiting = submit(hub, bob, "sleep 1", name="waits", gpus=1)
+    arr = _submit_array(hub, alice, "sweep", {"range": "0-2"})
+    page = browser_login(browser, hub, "admin", "/services/tacc/admin")
+    try:
+        page.wait_for_selector("body[data-loaded='1']")
+        page.wait_for_selector(f"#queue-table tr[data-task-id='{waiting}']")
+        page.wait_for_selector(f"#queue-table tr.array[data-array-id='{arr['array']['id']}']")
+        _styled(page)
+        for canvas in ("chart-groups", "chart-users", "chart-util", "chart-wait"):
+            assert_readable_chart(page, canvas)
+        groups = page.evaluate("Chart.getChart(document.getElementById('chart-groups')).data.datasets"
+                               ".map(d => d.label)")
+        assert "lab-a" in groups, groups
+        # every queue row says how many GPUs and nodes, and the owner's group
+        rows = page.locator("#queue-table tbody tr").evaluate_all(
+            "rows => rows.map(r => ({gpus: r.querySelector('td.gpus').textContent.trim(),"
+            " nodes: r.querySelector('td.nodes').textContent.trim(), group: r.cells[3].textContent.trim()}))")
+        assert rows and all(r["gpus"] and r["nodes"] and r["group"] for r in rows), rows
+        bob_row = page.locator(f"#queue-table tr[data-task-id='{waiting}'] td").all_inner_texts()
+        assert bob_row[2:7] == ["bob", "default", "waits", "1", "1"], bob_row
+        top = page.locator("#top-table tbody tr").evaluate_all("rows => rows.map(r => r.dataset.user)")
+        assert "alice" in top and "bob" in top
+        assert page.inner_text("#audit-msg")  # the audit log, or a sentence saying it is not there
+        assert overflowing(page) == []
+        page.screenshot(path=str(ARTIFACTS / "admin-page.png"), full_page=True)
+        for section in ("usage", "stats", "queue", "cluster", "quotas", "audit"):
+            page.locator(f"#{section}").screenshot(path=str(ARTIFACTS / f"admin-{section}.png"))
+        csv = page.evaluate("fetch(document.getElementById('usage-csv').href).then(r => r.text())")
+        assert csv.splitlines()[0] == "day,user,group,gpu_hours,tasks" and ",alice,lab-a," in csv
+        assert page.js_errors == []
+    finally:
+        page.context.close()
+        api(hub, alice, "POST", f"/api/arrays/{arr['array']['id']}/cancel")
+        for token, tid in ((alice, hog), (bob, waiting)):
+            api(hub, token, "POST", f"/api/tasks/{tid}/cancel")
+
+
+def test_my_usage_shows_the_period_against_the_budget_and_recent_tasks(hub: HubProcess, browser, gpu_history):
+    admin = hub.token("admin", TASKS)
+    assert api(hub, admin, "PUT", "/api/admin/quotas/user/alice", json={"gpu_hours": 10}).status_code == 200
+    page = browser_login(browser, hub, "alice", "/services/tacc/usage")
+    try:
+        page.wait_for_selector("body[data-loaded='1']")
+        _styled(page)
+        assert "of 10 GPU-hours used this" in page.inner_text("#budget-text")
+        assert page.locator("#budget-bar").is_visible()
+        assert_readable_chart(page, "chart-mine")
+        row = page.locator(f"#recent-table tr[data-task-id='{gpu_history['alice']}'] td").all_inner_texts()
+        assert row[1] == "train-small" and row[3] == "2" and float(row[4]) > 0, row
+        assert "no samples" in row[5]  # this hub's GPUs are not sampled (no nvidia-smi): said, not blank
+        assert page.locator("#recent-note").is_visible()
+        assert "bobs-secret" not in page.content()
+        assert overflowing(page) == []
+        page.screenshot(path=str(ARTIFACTS / "my-usage.png"), full_page=True)
+        assert page.js_errors == []
+    finally:
+        page.context.close()
+        api(hub, admin, "DELETE", "/api/admin/quotas/user/alice")
+
+
+def test_api_usage_shows_only_the_callers_own_usage_whatever_the_parameters(hub: HubProcess, gpu_history):
+    alice = hub.token("alice", TASKS)
+    plain = api(hub, alice, "GET", "/api/usage").json()
+    assert plain["user"] == "alice"
+    quota = api(hub, alice, "GET", "/api/quota").json()
+    assert abs(plain["used_gpu_hours"] - quota["used_gpu_hours"]["user"]) < 0.01
+    for query in ("user=bob", "owner=bob", "all=1", "user=bob&all=1", "as=bob", "user=admin"):
+        r = api(hub, alice, "GET", f"/api/usage?{query}")
+        assert r.status_code == 200, (query, r.text)
+        body = r.json()
+        assert body["user"] == "alice", query
+        assert {t["id"] for t in body["recent"]} == {t["id"] for t in plain["recent"]}, query
+        assert gpu_history["bob"] not in {t["id"] for t in body["recent"]}, query
+    for path in ("/api/admin/stats", "/api/admin/queue", "/api/admin/usage?format=csv"):
+        assert api(hub, alice, "GET", path).status_code == 403, path
+    assert api(hub, None, "GET", "/api/usage").status_code in (401, 403)
