@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from tacc_hub.store import DEFAULT_GROUP
 from tacc_hub.store.stats import Run, Wait
@@ -129,19 +130,19 @@ def top_users(runs: Iterable[Run], since: float, now: float, members: dict[str, 
 
 
 def usage_rows(runs: Iterable[Run], starts: Sequence[float], now: float, members: dict[str, str],
-               by: str = "user") -> list[dict[str, object]]:
+               by: str = "user") -> list[dict[str, Any]]:
     """One row per day and user (``by="user"``, with the user's group) or per day and group: the CSV export."""
     def key(r: Run) -> str:
         return r.owner if by == "user" else members.get(r.owner, DEFAULT_GROUP)
 
     series = per_day(runs, starts, now, key)
-    rows: list[dict[str, object]] = []
+    rows: list[dict[str, Any]] = []
     for i, day in enumerate(starts):
         for k in sorted(series.hours):
             h, n = series.hours[k][i], series.tasks[k][i]
             if h <= 0 and n == 0:
                 continue
-            row: dict[str, object] = {"day": day_label(day)}
+            row: dict[str, Any] = {"day": day_label(day)}
             row.update({"user": k, "group": members.get(k, DEFAULT_GROUP)} if by == "user" else {"group": k})
             row.update({"gpu_hours": round(h, 4), "tasks": n})
             rows.append(row)

@@ -23,7 +23,7 @@ from .tasks import task_out
 CSV_FIELDS = {"user": ["day", "user", "group", "gpu_hours", "tasks"], "group": ["day", "group", "gpu_hours", "tasks"]}
 
 
-def rows_csv(rows: list[dict[str, object]], by: str) -> str:
+def rows_csv(rows: list[dict[str, Any]], by: str) -> str:
     """The CSV text of :func:`.stats.usage_rows` (header first; ``\\r\\n`` line ends, as RFC 4180)."""
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=CSV_FIELDS[by])
@@ -80,9 +80,10 @@ class UsageHandler(ApiHandler):
 class StatsHandler(ApiHandler):
     openapi = {"get": {"summary": "Admin: cluster statistics over the last `days` days. `utilization`: mean GPUs "
                                   "allocated per time bucket (`step` seconds; hourly up to 14 days) and that over "
-                                  "the schedulable GPUs now (`capacity`); `wait`: p50/p90/p99 of the queueing delay "
-                                  "(seconds, submit to start) of tasks that started in the period, per QoS class; "
-                                  "`top_users`: GPU-hours, tasks and share of the period's total.",
+                                  "the schedulable GPUs now (`capacity`); `allocated_now`: GPUs allocated right now; "
+                                  "`wait`: p50/p90/p99 of the queueing delay (seconds, submit to start) of tasks "
+                                  "that started in the period, per QoS class; `top_users`: GPU-hours, tasks and "
+                                  "share of the period's total.",
                        "params": {"days": "how many days back from now, 1..90 (7)",
                                   "top": "how many users, 1..100 (10)"},
                        "errors": {"400": "days or top out of range", "403": "not an admin"}}}
@@ -101,6 +102,7 @@ class StatsHandler(ApiHandler):
         starts, allocated, fraction = utilization(runs, since, now, step, capacity)
         self.write_json({
             "days": days, "since": since, "now": now, "capacity": capacity,
+            "allocated_now": sum(len(n.holders) for n in self.ctx.controller.cluster.nodes.values() if n.schedulable),
             "utilization": {"step": step, "times": starts, "allocated": [round(a, 3) for a in allocated],
                             "fraction": [None if f is None else round(f, 4) for f in fraction]},
             "wait": {"unit": "seconds", "qos": wait_percentiles(store.waits_between(since, now))},

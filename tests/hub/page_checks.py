@@ -21,10 +21,10 @@ CHART_JS = """
     const boxes = [];
     for (const item of scale.getLabelItems()) {
       const o = item.options, lines = [].concat(item.label);
-      ctx.save(); ctx.font = o.font.string;
+      ctx.save(); ctx.font = item.font.string;
       const w = Math.max(...lines.map((l) => ctx.measureText(String(l)).width));
       ctx.restore();
-      const h = o.font.lineHeight * lines.length;
+      const h = item.font.lineHeight * lines.length;
       const [x, y] = o.translation;
       const right = o.textAlign === "right" || o.textAlign === "end";
       const left = o.textAlign === "center" ? x - w / 2 : right ? x - w : x;

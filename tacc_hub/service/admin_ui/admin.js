@@ -7,7 +7,7 @@
 const { api, el, draw, showEmpty, dayBars, xAxis, yAxis, hours, duration, utcHour, PALETTE } = TACC;
 
 const fmt = (v) => (v === null || v === undefined ? "none" : String(v));
-const when = (t) => (t ? new Date(t * 1000).toLocaleString() : "unknown");
+const when = (t) => (t ? new Date(t * 1000).toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" }) : "unknown");
 const utc = (t) => new Date(t * 1000).toISOString().slice(0, 19).replace("T", " ");
 
 function say(id, text, ok) {
@@ -99,18 +99,23 @@ async function loadStats() {
   const u = s.utilization;
   document.getElementById("util-note").textContent = `(${s.capacity} GPUs; mean per ${u.step >= 7200 ? `${u.step / 3600} hours` : "hour"}, UTC)`;
   const util = document.getElementById("chart-util");
-  if (!showEmpty(util, !u.allocated.some((a) => a > 0))) {
+  if (!showEmpty(util, !u.allocated.some((a) => a > 0) && !s.allocated_now)) {
+    // the hourly means, then what is allocated right now (the last hour's mean lags behind a busy minute)
+    const labels = [...u.times.map(utcHour), "now"];
+    const allocated = [...u.allocated, s.allocated_now];
+    const pct = allocated.map((a) => (s.capacity ? (a / s.capacity) * 100 : null));
     draw(util, {
       type: "line",
-      data: { labels: u.times.map(utcHour), datasets: [{
-        label: "GPUs allocated / capacity", data: u.fraction.map((f) => (f == null ? null : f * 100)),
-        borderColor: PALETTE[0], backgroundColor: "rgba(31,119,180,0.15)", fill: true, pointRadius: 0, borderWidth: 1.5, stepped: true }] },
+      data: { labels, datasets: [{
+        label: "GPUs allocated / capacity", data: pct,
+        borderColor: PALETTE[0], backgroundColor: "rgba(31,119,180,0.15)", fill: true, borderWidth: 1.5, stepped: true,
+        pointRadius: (c) => (c.dataIndex === labels.length - 1 ? 3 : 0) }] },
       options: {
         interaction: { mode: "index", intersect: false },
         scales: { x: xAxis({ ticks: { maxRotation: 0, autoSkip: true, autoSkipPadding: 24, maxTicksLimit: 8 } }),
                   y: yAxis("% of GPUs", (v) => `${v}%`, { min: 0, max: 100, ticks: { stepSize: 25, callback: (v) => `${v}%` } }) },
         plugins: { legend: { display: false },
-          tooltip: { callbacks: { label: (c) => `${c.parsed.y.toFixed(1)}% (${u.allocated[c.dataIndex]} of ${s.capacity} GPUs)` } } },
+          tooltip: { callbacks: { label: (c) => `${c.parsed.y.toFixed(1)}% (${allocated[c.dataIndex]} of ${s.capacity} GPUs)` } } },
       },
     });
   }

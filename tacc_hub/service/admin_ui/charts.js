@@ -68,7 +68,15 @@ const TACC = (() => {
   });
 
   // Stacked bars of GPU-hours per day, one dataset per series (name -> values).
-  function dayBars(canvas, days, series, { limit = 0 } = {}) {
+  // Leading days without any use are left out (at least `minDays` stay), so that a new cluster's few days
+  // of use are not one bar at the right edge of an empty month.
+  function dayBars(canvas, days, series, { limit = 0, minDays = 7 } = {}) {
+    const used = days.map((_, i) => Object.values(series).some((v) => v[i] > 0));
+    const from = Math.max(0, Math.min(used.indexOf(true) < 0 ? days.length : used.indexOf(true), days.length - minDays));
+    if (from > 0) {
+      days = days.slice(from);
+      series = Object.fromEntries(Object.entries(series).map(([k, v]) => [k, v.slice(from)]));
+    }
     let names = Object.keys(series).filter((n) => series[n].some((v) => v > 0));
     const total = (n) => series[n].reduce((a, b) => a + b, 0);
     names.sort((a, b) => total(b) - total(a) || a.localeCompare(b));
@@ -85,7 +93,7 @@ const TACC = (() => {
         label: d.name, data: d.values, backgroundColor: PALETTE[k % PALETTE.length], borderWidth: 0, maxBarThickness: 28 })) },
       options: {
         scales: { x: xAxis({ stacked: true }), y: yAxis("GPU-hours", hours, { stacked: true }) },
-        plugins: { legend: { position: "bottom", labels: { boxWidth: 12 } },
+        plugins: { legend: { display: data.length > 1, position: "bottom", labels: { boxWidth: 12 } },
           tooltip: { callbacks: { title: (items) => days[items[0].dataIndex],
             label: (c) => `${c.dataset.label}: ${hours(c.parsed.y)} GPU-h` } } },
       },

@@ -20,7 +20,7 @@ function budget(u) {
   }
   const pct = u.budget_gpu_hours > 0 ? Math.min(100, (u.used_gpu_hours / u.budget_gpu_hours) * 100) : 100;
   text.textContent = `${hours(u.used_gpu_hours)} of ${hours(u.budget_gpu_hours)} GPU-hours used this ${u.period} ` +
-    `(${pct.toFixed(pct < 10 ? 1 : 0)}%).`;
+    `(${pct > 0 && pct < 0.1 ? "under 0.1" : pct.toFixed(pct < 10 ? 1 : 0)}%).`;
   bar.hidden = false;
   bar.setAttribute("aria-valuenow", pct.toFixed(1));
   const fill = bar.firstElementChild;
@@ -44,7 +44,7 @@ async function load() {
   const rows = u.recent.map((t) => el("tr", { "data-task-id": t.id },
     el("td", { class: "ps-3 font-monospace" }, t.id), el("td", {}, t.name),
     el("td", {}, el("span", { class: `badge text-bg-${STATUS[t.status] || "light"}` }, t.status)),
-    el("td", { class: "text-end" }, t.gpus), el("td", { class: "text-end" }, t.gpus ? hours(t.gpu_hours) : "–"),
+    el("td", { class: "text-end" }, t.gpus), el("td", { class: "text-end" }, t.gpus && t.started_at ? hours(t.gpu_hours) : "–"),
     el("td", { class: "eff" }, efficiency(t))));
   document.querySelector("#recent-table tbody").replaceChildren(...rows);
   document.getElementById("recent-empty").hidden = rows.length > 0;
