@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import subprocess
 from datetime import UTC, datetime
@@ -188,3 +189,60 @@ def test_api_usage_shows_only_the_callers_own_usage_whatever_the_parameters(hub:
     for path in ("/api/admin/stats", "/api/admin/queue", "/api/admin/usage?format=csv"):
         assert api(hub, alice, "GET", path).status_code == 403, path
     assert api(hub, None, "GET", "/api/usage").status_code in (401, 403)
+
+
+AUDIT_PAGES = {
+    None: {"events": [
+        {"id": 12, "at": 1796300000.0, "actor": "admin", "action": "quota.set",
+         "target": "user:<img src=x onerror=alert(1)>", "task_id": None,
+         "before": {"max_gpus": 4, "gpu_hours": None}, "after": {"max_gpus": 1, "gpu_hours": None},
+         "detail": {}, "request_id": "r1"},
+        {"id": 11, "at": 1796290000.0, "actor": "admin", "action": "task.cancel", "target": None, "task_id": 7,
+         "before": None, "after": None, "detail": {}, "request_id": "r2"}], "next": 11},
+    "11": {"events": [
+        {"id": 3, "at": 1796200000.0, "actor": "root", "action": "token.mint", "target": "token:3", "task_id": None,
+         "before": None, "after": {"user": "alice", "admin": False}, "detail": {}, "request_id": None}], "next": None},
+}
+
+
+def test_the_audit_section_lists_filters_and_pages_the_audit_api_as_text(hub: HubProcess, browser):
+    """The audit log's answers (its contract; the API is another part's) are shown as text, filtered and paged."""
+    from urllib.parse import parse_qs, urlsplit
+
+    asked: list[dict[str, list[str]]] = []
+
+    def audit(route) -> None:
+        query = parse_qs(urlsplit(route.request.url).query)
+        asked.append(query)
+        route.fulfill(status=200, content_type="application/json",
+                      body=json.dumps(AUDIT_PAGES[query.get("before", [None])[0]]))
+
+    page = browser.new_context().new_page()
+    page.route("**/services/tacc/api/admin/audit*", audit)
+    page.goto(f"{hub.url}/hub/login?next=/services/tacc/admin")
+    page.fill("#username_input", "admin")
+    page.fill("#password_input", "demo")
+    page.click("#login_submit")
+    try:
+        page.wait_for_selector("#audit-table tbody tr[data-id='12']")
+        first = page.locator("#audit-table tr[data-id='12'] td").all_inner_texts()
+        assert first[1:4] == ["admin", "quota.set", "user:<img src=x onerror=alert(1)>"]  # the text, as text
+        assert page.locator("#audit-table img").count() == 0
+        assert first[4].strip() == "max_gpus: 4 → 1"  # only what changed
+        assert page.locator("#audit-table tr[data-id='11'] td").nth(3).inner_text() == "task:7"
+        page.click("#audit-older")
+        page.wait_for_selector("#audit-table tbody tr[data-id='3']")
+        assert page.locator("#audit-table tbody tr").count() == 3 and page.locator("#audit-older").is_hidden()
+        assert '{"user":"alice","admin":false}' in page.locator("#audit-table tr[data-id='3']").inner_text()
+        page.fill("#a-actor", "root")
+        page.fill("#a-action", "token.mint")
+        page.fill("#a-since", "2026-11-01")
+        page.click("#audit-form button[type=submit]")
+        page.wait_for_function("() => document.querySelectorAll('#audit-table tbody tr').length === 2")
+        last = asked[-1]
+        assert last["actor"] == ["root"] and last["action"] == ["token.mint"] and "before" not in last
+        assert float(last["since"][0]) == datetime(2026, 11, 1, tzinfo=UTC).timestamp()
+        assert overflowing(page) == []
+        page.locator("#audit").screenshot(path=str(ARTIFACTS / "admin-audit-events.png"))
+    finally:
+        page.context.close()

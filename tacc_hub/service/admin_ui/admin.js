@@ -248,12 +248,16 @@ function compact(v) {
   return s.length > 80 ? `${s.slice(0, 77)}…` : s;
 }
 
-// before -> after as lines "key: old → new" for what changed (objects), else the whole values.
-function change(before, after) {
+// before -> after as lines "key: old → new" for what changed (objects), else the whole values; an event
+// without either (an exec, a cancel) shows its detail.
+function change(before, after, detail) {
   const box = el("pre", { class: "audit-change" });
   const isObj = (v) => v && typeof v === "object" && !Array.isArray(v);
   const line = (label, a, b) => box.append(label ? `${label}: ` : "", el("del", {}, compact(a)), " → ", el("ins", {}, compact(b)), "\n");
-  if (before == null && after == null) return box;
+  if (before == null && after == null) {
+    box.append(detail && Object.keys(detail).length ? compact(detail) : "–");
+    return box;
+  }
   if (isObj(before) && isObj(after)) {
     const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort();
     let shown = 0;
@@ -289,7 +293,7 @@ async function loadAudit(more) {
   }
   const rows = (data.events || []).map((ev) => el("tr", { "data-id": ev.id },
     el("td", { class: "text-nowrap" }, utc(ev.at)), el("td", {}, ev.actor), el("td", {}, el("code", {}, ev.action)),
-    el("td", {}, ev.target ?? (ev.task_id != null ? `task:${ev.task_id}` : "")), el("td", {}, change(ev.before, ev.after))));
+    el("td", {}, ev.target ?? (ev.task_id != null ? `task:${ev.task_id}` : "")), el("td", {}, change(ev.before, ev.after, ev.detail))));
   if (more) body.append(...rows); else body.replaceChildren(...rows);
   auditBefore = data.next ?? null;
   older.hidden = auditBefore == null;
