@@ -5,7 +5,8 @@ SQLite), ``token USER [--admin] [--expires 30d] [--note TEXT]`` (print a new API
 ``token list``, ``token revoke ID...|--user U``), ``migrate`` (upgrade the store's schema),
 ``check`` (the store's consistency), ``config-doc`` (the configuration reference, generated
 from the settings' help), ``quota`` (quotas and groups, set on the running service over its
-API: see :mod:`tacc_hub.cli.quota`). Every command reads the same configuration
+API: see :mod:`tacc_hub.cli.quota`), ``usage --since DAY [--csv]`` (GPU-hours per day and user:
+:mod:`tacc_hub.cli.usage`). Every command reads the same configuration
 (``--config``, ``TACC_STATE_DIR``, ``TACC_DB_URL``).
 """
 
@@ -21,6 +22,7 @@ import click
 from tacc_hub import __version__
 from tacc_hub.cli.quota import quota
 from tacc_hub.cli.simulate import simulate
+from tacc_hub.cli.usage import usage
 from tacc_hub.service.app import TaccHub
 
 
@@ -258,6 +260,7 @@ def render_config_doc() -> str:
 
 cli.add_command(simulate)
 cli.add_command(quota)
+cli.add_command(usage)
 
 
 def main() -> None:

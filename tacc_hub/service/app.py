@@ -49,6 +49,7 @@ from .logs import LogsHandler, LogStreamHandler
 from .meta import HealthHandler, OpenAPIHandler, WhoAmIHandler
 from .metrics import Metrics
 from .metrics_api import MetricsHandler
+from .myusage import MyUsageHandler
 from .offload import HeavyWork
 from .openapi import build_openapi
 from .proxy import ROUTES as PROXY_ROUTES
@@ -58,7 +59,7 @@ from .running_settings import RunningSettings
 from .tasks import CancelHandler, OutputsHandler, TaskHandler, TasksHandler
 from .taskusage import ROUTES as USAGE_ROUTES
 from .tokens import TOKEN_ROUTES
-from .usage import UsageHandler
+from .usage import AdminQueueHandler, StatsHandler, UsageHandler
 
 if TYPE_CHECKING:
     from jupyterhub.services.auth import HubOAuth
@@ -80,6 +81,9 @@ ROUTES: list[tuple[str, Any]] = [
     (r"/api/admin/quotas/(?P<kind>user|group)/(?P<name>[^/]+)", QuotaHandler),
     (r"/api/admin/groups", GroupsHandler),
     (r"/api/admin/usage", UsageHandler),
+    (r"/api/admin/stats", StatsHandler),
+    (r"/api/admin/queue", AdminQueueHandler),
+    (r"/api/usage", MyUsageHandler),
     (r"/api/admin/users/(?P<user>[^/]+)/group", UserGroupHandler),
     (r"/metrics", MetricsHandler),  # Prometheus (metrics_api.py)
     *TOKEN_ROUTES,
@@ -101,7 +105,7 @@ def make_app(ctx: ServiceContext, base_url: str = "/", *, hub: HubOAuth | None =
     if hub is not None:
         from .hubpages import hub_routes  # jupyterhub takes 0.9 s to import: only in hub mode
 
-        handlers += hub_routes(prefix, ctx.quota_period)
+        handlers += hub_routes(prefix, ctx)
         settings.update(hub_auth=hub, cookie_secret=cookie_secret, login_url=hub.login_url)
     app = tornado.web.Application(handlers, default_handler_class=_NotFound, default_handler_args={"ctx": ctx},
                                   log_function=log_request, **settings)

@@ -52,6 +52,7 @@ from .models import tasks
 from .quotas import QuotaStore
 from .records import NewTask, TaskRecord
 from .running import RunningStore
+from .stats import StatsStore
 from .status import ACTIVE, TaskStatus, check_move
 from .tokens import CodeOwnerStore, TokenStore
 
@@ -103,7 +104,7 @@ def alembic_config(url: str | None = None) -> Config:
     return cfg
 
 
-class Store(QuotaStore, TokenStore, CodeOwnerStore, RunningStore, GroupStore):
+class Store(QuotaStore, TokenStore, CodeOwnerStore, RunningStore, GroupStore, StatsStore):
     """Tasks, API tokens, quotas and memberships in SQLite or PostgreSQL; see the module docstring.
 
     Quota, membership and usage methods come from :class:`~tacc_hub.store.quotas.QuotaStore`; tokens and

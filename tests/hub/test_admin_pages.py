@@ -101,7 +101,7 @@ def test_the_queue_shows_an_array_as_one_row_that_opens_to_its_elements(hub: Hub
             "id => /1 running, 5 waiting/.test(document.querySelector(`#queue-table tr.array[data-array-id='${id}']`)"
             "?.innerText || '')", arg=array_id, timeout=30_000)
         cells = [c.strip() for c in head.locator("td").all_inner_texts()]
-        assert cells[2] == "alice" and cells[3] == "grp-sweep[6]" and cells[4] == "1 each", cells
+        assert cells[2] == "alice" and cells[4] == "grp-sweep[6]" and cells[5] == "1 each" and cells[6] == "1", cells
         # one row for the array: none of its elements on a row of its own while it is closed
         own_rows = page.locator("#queue-table tbody tr").evaluate_all("rows => rows.map(r => r.dataset.taskId || '')")
         assert not {str(i) for i in ids} & set(own_rows), own_rows

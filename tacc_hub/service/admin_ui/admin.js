@@ -1,32 +1,20 @@
-// tacc_hub admin pages: quotas (view, edit), usage charts, the queue, cluster occupancy.
-// The queue shows an array's waiting elements as one row (expandable to them).
-// Everything comes from the service's JSON API (relative to this page); changes send the hub's
-// XSRF token. Text from the API is always inserted as text, never as HTML.
+// tacc_hub admin pages: usage charts, utilization / waits / top users, the queue, cluster occupancy,
+// quotas and groups (view, edit), the audit log. Everything comes from the service's JSON API
+// (relative to this page; each endpoint checks the caller is an admin); changes send the hub's XSRF
+// token. Text from the API is always inserted as text, never as HTML. The queue shows an array's
+// waiting elements as one row (expandable to them).
 "use strict";
-const XSRF = document.querySelector('meta[name="xsrf-token"]').content;
-const COLORS = ["#1976d2", "#e65100", "#2e7d32", "#6a1b9a", "#c62828", "#00838f", "#827717", "#4e342e"];
+const { api, el, draw, showEmpty, dayBars, xAxis, yAxis, hours, duration, utcHour, PALETTE } = TACC;
 
-async function api(method, path, body) {
-  const opts = { method, credentials: "same-origin", headers: { "X-XSRFToken": XSRF } };
-  if (body !== undefined) { opts.body = JSON.stringify(body); opts.headers["Content-Type"] = "application/json"; }
-  const r = await fetch(path, opts);
-  const data = await r.json().catch(() => ({}));
-  if (!r.ok) { throw new Error(data.message || `${r.status} ${r.statusText}`); }
-  return data;
-}
-
-function el(tag, attrs, ...children) {
-  const e = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (k === "class") e.className = v; else if (k.startsWith("on")) e.addEventListener(k.slice(2), v); else e.setAttribute(k, v);
-  }
-  for (const c of children) e.append(c instanceof Node ? c : document.createTextNode(c == null ? "" : String(c)));
-  return e;
-}
 const fmt = (v) => (v === null || v === undefined ? "none" : String(v));
-const when = (t) => (t ? new Date(t * 1000).toLocaleString() : "unknown");
+const when = (t) => (t ? new Date(t * 1000).toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" }) : "unknown");
+const utc = (t) => new Date(t * 1000).toISOString().slice(0, 19).replace("T", " ");
 
-function say(id, text, ok) { const p = document.getElementById(id); p.textContent = text; p.className = ok ? "done" : "error"; }
+function say(id, text, ok) {
+  const p = document.getElementById(id);
+  p.textContent = text;
+  p.className = `${p.className.replace(/\b(done|error|text-success|text-danger)\b/g, "").trim()} ${ok ? "done text-success" : "error text-danger"}`;
+}
 
 function numberOrNull(raw, field) {
   const s = raw.trim();
@@ -36,18 +24,22 @@ function numberOrNull(raw, field) {
   return n;
 }
 
+// --- quotas and groups -------------------------------------------------------------------------
+
 async function loadQuotas() {
   const [{ quotas }, { memberships }] = await Promise.all([api("GET", "api/admin/quotas"), api("GET", "api/admin/groups")]);
   const body = document.querySelector("#quota-table tbody");
-  body.replaceChildren(...quotas.map((q) => el("tr", { "data-kind": q.kind, "data-name": q.name },
-    el("td", {}, q.kind), el("td", {}, q.name), el("td", { class: "num" }, fmt(q.max_gpus)),
-    el("td", { class: "num" }, fmt(q.guaranteed_gpus)), el("td", { class: "num" }, fmt(q.gpu_hours)),
-    el("td", {},
-      el("button", { type: "button", "aria-label": `edit ${q.kind} ${q.name}`, onclick: () => editQuota(q) }, "Edit"), " ",
-      el("button", { type: "button", "aria-label": `delete ${q.kind} ${q.name}`, onclick: () => deleteQuota(q) }, "Delete")))));
+  if (!quotas.length) body.replaceChildren(el("tr", {}, el("td", { colspan: "6", class: "text-body-secondary" }, "No quotas set: nobody is limited.")));
+  else body.replaceChildren(...quotas.map((q) => el("tr", { "data-kind": q.kind, "data-name": q.name },
+    el("td", {}, q.kind), el("td", {}, q.name), el("td", { class: "text-end" }, fmt(q.max_gpus)),
+    el("td", { class: "text-end" }, fmt(q.guaranteed_gpus)), el("td", { class: "text-end" }, fmt(q.gpu_hours)),
+    el("td", { class: "text-nowrap" },
+      el("button", { type: "button", class: "btn btn-sm btn-outline-primary", "aria-label": `edit ${q.kind} ${q.name}`, onclick: () => editQuota(q) }, "Edit"), " ",
+      el("button", { type: "button", class: "btn btn-sm btn-outline-danger", "aria-label": `delete ${q.kind} ${q.name}`, onclick: () => deleteQuota(q) }, "Delete")))));
   const groups = document.querySelector("#group-table tbody");
-  groups.replaceChildren(...Object.entries(memberships).sort().map(([user, group]) =>
-    el("tr", {}, el("td", {}, user), el("td", {}, group))));
+  const rows = Object.entries(memberships).sort();
+  groups.replaceChildren(...(rows.length ? rows.map(([user, group]) => el("tr", {}, el("td", {}, user), el("td", {}, group)))
+    : [el("tr", {}, el("td", { colspan: "2", class: "text-body-secondary" }, "Everyone is in the default group."))]));
 }
 
 function editQuota(q) {
@@ -88,59 +80,87 @@ document.getElementById("group-form").addEventListener("submit", async (ev) => {
   } catch (e) { say("group-msg", e.message, false); }
 });
 
-function stackedBars(target, days, series) {
-  const names = Object.keys(series);
-  const box = document.getElementById(target);
-  if (!names.length) { box.replaceChildren(el("p", { class: "hint" }, "No GPU use in this period.")); return; }
-  const totals = days.map((_, i) => names.reduce((s, n) => s + series[n][i], 0));
-  const max = Math.max(...totals, 1e-9), W = 24, H = 160, pad = 30;
-  const ns = "http://www.w3.org/2000/svg";
-  const svg = document.createElementNS(ns, "svg");
-  svg.setAttribute("viewBox", `0 0 ${pad + days.length * W} ${H + 40}`);
-  svg.setAttribute("role", "img");
-  svg.setAttribute("aria-label", `GPU-hours per day by ${target.replace("usage-", "")}, peak ${max.toFixed(1)}`);
-  days.forEach((day, i) => {
-    let y = H;
-    names.forEach((n, k) => {
-      const h = (series[n][i] / max) * (H - 10);
-      if (h <= 0) return;
-      y -= h;
-      const r = document.createElementNS(ns, "rect");
-      Object.entries({ x: pad + i * W + 2, y, width: W - 4, height: h, fill: COLORS[k % COLORS.length] }).forEach(([a, v]) => r.setAttribute(a, v));
-      const t = document.createElementNS(ns, "title"); t.textContent = `${n} ${day}: ${series[n][i].toFixed(2)} GPU-h`; r.append(t);
-      svg.append(r);
-    });
-    if (i % 5 === 0 || i === days.length - 1) {
-      const lab = document.createElementNS(ns, "text");
-      lab.setAttribute("x", pad + i * W); lab.setAttribute("y", H + 15); lab.textContent = day.slice(5); svg.append(lab);
-    }
-  });
-  const top = document.createElementNS(ns, "text"); top.setAttribute("x", 0); top.setAttribute("y", 12); top.textContent = max.toFixed(1); svg.append(top);
-  const legend = el("p", { class: "legend" }, ...names.map((n, k) => el("span", {},
-    el("i", { style: `background:${COLORS[k % COLORS.length]}` }), `${n}: ${series[n].reduce((a, b) => a + b, 0).toFixed(2)} GPU-h`)));
-  box.replaceChildren(svg, legend);
-}
+// --- usage per day ------------------------------------------------------------------------------
 
 async function loadUsage() {
-  const u = await api("GET", "api/admin/usage?days=30");
-  stackedBars("usage-groups", u.days, u.groups);
-  stackedBars("usage-users", u.days, u.users);
+  const days = document.getElementById("usage-days").value;
+  document.getElementById("usage-csv").href = `api/admin/usage?days=${days}&format=csv`;
+  const u = await api("GET", `api/admin/usage?days=${days}`);
+  dayBars(document.getElementById("chart-groups"), u.days, u.groups);
+  dayBars(document.getElementById("chart-users"), u.days, u.users, { limit: 8 });
 }
+document.getElementById("usage-days").addEventListener("change", () => loadUsage().catch((e) => console.error("usage", e)));
 
-function gpusOf(t) {
-  if (typeof t.gpus_requested === "number") return t.gpus_requested; // the list's answers carry no spec
-  const r = t.spec && t.spec.resources;
-  return r ? (r.nodes || 1) * (r.gpus_per_node || 0) : "";
+// --- utilization, waits, top users ---------------------------------------------------------------
+
+async function loadStats() {
+  const days = document.getElementById("stats-days").value;
+  const s = await api("GET", `api/admin/stats?days=${days}`);
+  const u = s.utilization;
+  document.getElementById("util-note").textContent = `(${s.capacity} GPUs; mean per ${u.step >= 7200 ? `${u.step / 3600} hours` : "hour"}, UTC)`;
+  const util = document.getElementById("chart-util");
+  if (!showEmpty(util, !u.allocated.some((a) => a > 0) && !s.allocated_now)) {
+    // the hourly means, then what is allocated right now (the last hour's mean lags behind a busy minute)
+    const labels = [...u.times.map(utcHour), "now"];
+    const allocated = [...u.allocated, s.allocated_now];
+    const pct = allocated.map((a) => (s.capacity ? (a / s.capacity) * 100 : null));
+    draw(util, {
+      type: "line",
+      data: { labels, datasets: [{
+        label: "GPUs allocated / capacity", data: pct,
+        borderColor: PALETTE[0], backgroundColor: "rgba(31,119,180,0.15)", fill: true, borderWidth: 1.5, stepped: true,
+        pointRadius: (c) => (c.dataIndex === labels.length - 1 ? 3 : 0) }] },
+      options: {
+        interaction: { mode: "index", intersect: false },
+        scales: { x: xAxis({ ticks: { maxRotation: 0, autoSkip: true, autoSkipPadding: 24, maxTicksLimit: 8 } }),
+                  y: yAxis("% of GPUs", (v) => `${v}%`, { min: 0, max: 100, ticks: { stepSize: 25, callback: (v) => `${v}%` } }) },
+        plugins: { legend: { display: false },
+          tooltip: { callbacks: { label: (c) => `${c.parsed.y.toFixed(1)}% (${allocated[c.dataIndex]} of ${s.capacity} GPUs)` } } },
+      },
+    });
+  }
+  const classes = Object.keys(s.wait.qos);
+  const wait = document.getElementById("chart-wait");
+  if (!showEmpty(wait, !classes.some((q) => s.wait.qos[q].count > 0))) {
+    const pct = [["p50", PALETTE[0]], ["p90", PALETTE[1]], ["p99", PALETTE[3]]];
+    draw(wait, {
+      type: "bar",
+      data: { labels: classes.map((q) => `${q} (${s.wait.qos[q].count} tasks)`), datasets: pct.map(([p, color]) => ({
+        label: p, data: classes.map((q) => s.wait.qos[q][p]), backgroundColor: color, maxBarThickness: 36 })) },
+      options: {
+        scales: { x: xAxis(), y: yAxis("wait (submit to start)", duration) },
+        plugins: { legend: { position: "bottom", labels: { boxWidth: 12 } },
+          tooltip: { callbacks: { label: (c) => `${c.dataset.label}: ${duration(c.parsed.y)}` } } },
+      },
+    });
+  }
+  const body = document.querySelector("#top-table tbody");
+  body.replaceChildren(...s.top_users.map((t) => el("tr", { "data-user": t.user },
+    el("td", {}, t.user), el("td", {}, t.group), el("td", { class: "text-end" }, hours(t.gpu_hours)),
+    el("td", { class: "text-end" }, t.tasks),
+    el("td", {}, el("div", { class: "d-flex align-items-center gap-2" },
+      el("div", { class: "progress flex-grow-1 share-bar", role: "img", "aria-label": `${Math.round(t.share * 100)}%` },
+        el("div", { class: "progress-bar", style: `width:${(t.share * 100).toFixed(1)}%` })),
+      el("span", { class: "small text-nowrap" }, `${Math.round(t.share * 100)}%`))))));
+  document.getElementById("top-empty").hidden = s.top_users.length > 0;
+  document.getElementById("top-table").hidden = s.top_users.length === 0;
 }
+document.getElementById("stats-days").addEventListener("change", () => loadStats().catch((e) => console.error("stats", e)));
+
+// --- the queue -----------------------------------------------------------------------------------
+
+const gpusOf = (t) => (typeof t.gpus_requested === "number" ? t.gpus_requested : 0);
+const nodesOf = (t) => (typeof t.nodes_requested === "number" ? t.nodes_requested : 1);
 
 // Arrays whose elements are shown (the queue is redrawn every 5 s; what is open stays open).
 const openArrays = new Set();
 
 function queueRow(t, element) {
   return el("tr", element ? { class: "element", "data-array-id": t.array_id, "data-task-id": t.id } : { "data-task-id": t.id },
-    el("td", { class: "num" }, t.queue?.position ?? ""), el("td", { class: "num" }, element ? `[${t.array_index ?? "?"}] ${t.id}` : t.id),
-    el("td", {}, t.owner), el("td", {}, t.name), el("td", { class: "num" }, gpusOf(t)), el("td", {}, t.queue?.reason ?? ""),
-    el("td", {}, when(t.queue?.estimated_start)), el("td", {}, t.queue?.detail ?? t.reason ?? ""));
+    el("td", { class: "text-end" }, t.queue?.position ?? ""), el("td", { class: "font-monospace" }, element ? `[${t.array_index ?? "?"}] ${t.id}` : t.id),
+    el("td", {}, t.owner), el("td", {}, t.group ?? ""), el("td", {}, t.name), el("td", { class: "text-end gpus" }, gpusOf(t)),
+    el("td", { class: "text-end nodes" }, nodesOf(t)), el("td", {}, t.queue?.reason ?? ""),
+    el("td", { class: "text-nowrap" }, when(t.queue?.estimated_start)), el("td", { class: "small" }, t.queue?.detail ?? t.reason ?? ""));
 }
 
 function countsOf(a, waitingHere) {
@@ -156,22 +176,21 @@ function arrayRows(id, a, elements) {
   elements = [...elements].sort((x, y) => (x.array_index ?? x.id) - (y.array_index ?? y.id)); // shown in index order
   const open = openArrays.has(id);
   const size = a ? a.size : elements.length;
-  const gpus = gpusOf(first);
-  const toggle = el("button", { type: "button", class: "toggle", "aria-expanded": String(open),
+  const toggle = el("button", { type: "button", class: "toggle btn btn-sm btn-link p-0 text-nowrap", "aria-expanded": String(open),
     "aria-label": `${open ? "hide" : "show"} the ${elements.length} waiting elements of array ${id}`,
     onclick: () => { if (openArrays.has(id)) openArrays.delete(id); else openArrays.add(id); loadQueue().catch(() => {}); } },
     open ? "▾" : "▸", ` array ${id}`);
-  const detail = countsOf(a, elements.length); // the array's reason repeats these counts: kept as the cell's tooltip
   const head = el("tr", { class: "array", "data-array-id": id, "data-size": size },
-    el("td", { class: "num" }, first.queue?.position ?? ""), el("td", {}, toggle), el("td", {}, first.owner),
-    el("td", {}, `${a ? a.name : first.name}[${size}]`), el("td", { class: "num" }, gpus === "" ? "" : `${gpus} each`),
-    el("td", {}, first.queue?.reason ?? ""), el("td", {}, when(first.queue?.estimated_start)), el("td", { class: "counts", title: a?.reason ?? "" }, detail));
+    el("td", { class: "text-end" }, first.queue?.position ?? ""), el("td", {}, toggle), el("td", {}, first.owner),
+    el("td", {}, first.group ?? ""), el("td", {}, `${a ? a.name : first.name}[${size}]`),
+    el("td", { class: "text-end gpus" }, `${gpusOf(first)} each`), el("td", { class: "text-end nodes" }, nodesOf(first)),
+    el("td", {}, first.queue?.reason ?? ""), el("td", { class: "text-nowrap" }, when(first.queue?.estimated_start)),
+    el("td", { class: "counts", title: a?.reason ?? "" }, countsOf(a, elements.length)));
   return open ? [head, ...elements.map((t) => queueRow(t, true))] : [head];
 }
 
 async function loadQueue() {
-  const { tasks } = await api("GET", "api/tasks?all=1&state=pending&limit=500");
-  tasks.sort((a, b) => (a.queue?.position ?? 1e9) - (b.queue?.position ?? 1e9));
+  const { tasks, total } = await api("GET", "api/admin/queue?limit=500");
   const arrays = new Map();
   if (tasks.some((t) => t.array_id != null)) {
     try {
@@ -190,7 +209,12 @@ async function loadQueue() {
     else if (byArray.get(t.array_id)[0] === t) rows.push(...arrayRows(t.array_id, arrays.get(t.array_id), byArray.get(t.array_id)));
   }
   document.querySelector("#queue-table tbody").replaceChildren(...rows);
+  document.getElementById("queue-empty").hidden = rows.length > 0;
+  document.getElementById("queue-table").hidden = rows.length === 0;
+  document.getElementById("queue-count").textContent = total ? `${total} waiting` : "";
 }
+
+// --- the cluster ----------------------------------------------------------------------------------
 
 async function loadCluster() {
   const c = await api("GET", "api/cluster");
@@ -200,20 +224,92 @@ async function loadCluster() {
   for (const [sw, names] of Object.entries(c.switches)) {
     for (const name of names) {
       const n = c.nodes.find((x) => x.name === name);
-      const frac = n.gpus ? n.gpus_used / n.gpus : 0;
-      rows.push(el("tr", {}, el("td", {}, sw), el("td", {}, n.name), el("td", {}, n.schedulable ? "up" : (n.state || "down")),
-        el("td", { class: "num" }, `${n.gpus_used} / ${n.gpus}`),
-        el("td", {}, el("span", { class: "bar", style: `width:${Math.round(frac * 8)}rem`, role: "img", "aria-label": `${Math.round(frac * 100)}%` }),
-          ` ${Math.round(frac * 100)}%`)));
+      const pct = Math.round((n.gpus ? n.gpus_used / n.gpus : 0) * 100);
+      const up = n.schedulable;
+      rows.push(el("tr", {}, el("td", {}, sw), el("td", {}, n.name),
+        el("td", {}, el("span", { class: `badge text-bg-${up ? "success" : "secondary"}` }, up ? "up" : (n.state || "down"))),
+        el("td", { class: "text-end" }, `${n.gpus_used} / ${n.gpus}`),
+        el("td", {}, el("div", { class: "d-flex align-items-center gap-2" },
+          el("div", { class: "progress flex-grow-1 occ-bar", role: "img", "aria-label": `${pct}%` },
+            el("div", { class: "progress-bar", style: `width:${pct}%` })),
+          el("span", { class: "small text-nowrap" }, `${pct}%`)))));
     }
   }
   document.querySelector("#cluster-table tbody").replaceChildren(...rows);
 }
 
+// --- the audit log (GET api/admin/audit: another part of the service; absent -> said so) -----------
+
+let auditBefore = null;
+
+function compact(v) {
+  if (v === null || v === undefined) return "∅";
+  const s = typeof v === "string" ? v : JSON.stringify(v);
+  return s.length > 80 ? `${s.slice(0, 77)}…` : s;
+}
+
+// before -> after as lines "key: old → new" for what changed (objects), else the whole values; an event
+// without either (an exec, a cancel) shows its detail.
+function change(before, after, detail) {
+  const box = el("pre", { class: "audit-change" });
+  const isObj = (v) => v && typeof v === "object" && !Array.isArray(v);
+  const line = (label, a, b) => box.append(label ? `${label}: ` : "", el("del", {}, compact(a)), " → ", el("ins", {}, compact(b)), "\n");
+  if (before == null && after == null) {
+    box.append(detail && Object.keys(detail).length ? compact(detail) : "–");
+    return box;
+  }
+  if (isObj(before) && isObj(after)) {
+    const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])].sort();
+    let shown = 0;
+    for (const k of keys) {
+      if (JSON.stringify(before[k]) !== JSON.stringify(after[k])) { line(k, before[k], after[k]); shown += 1; }
+    }
+    if (!shown) box.append("(no change)");
+  } else line("", before, after);
+  return box;
+}
+
+async function loadAudit(more) {
+  const f = document.getElementById("audit-form");
+  const q = new URLSearchParams({ limit: "50" });
+  for (const k of ["actor", "action", "target"]) if (f[k].value.trim()) q.set(k, f[k].value.trim());
+  if (f.since.value) q.set("since", String(Date.parse(`${f.since.value}T00:00:00Z`) / 1000));
+  if (more && auditBefore != null) q.set("before", String(auditBefore));
+  const body = document.querySelector("#audit-table tbody");
+  const msg = document.getElementById("audit-msg");
+  const older = document.getElementById("audit-older");
+  let data;
+  try {
+    data = await api("GET", `api/admin/audit?${q}`);
+  } catch (e) {
+    if (e.status === 404 || e.status === 405) {
+      msg.textContent = "The audit log is not available on this service.";
+      document.getElementById("audit-table").hidden = true;
+      older.hidden = true;
+      f.querySelectorAll("input, button").forEach((i) => { i.disabled = true; });
+      return;
+    }
+    throw e;
+  }
+  const rows = (data.events || []).map((ev) => el("tr", { "data-id": ev.id },
+    el("td", { class: "text-nowrap" }, utc(ev.at)), el("td", {}, ev.actor), el("td", {}, el("code", {}, ev.action)),
+    el("td", {}, ev.target ?? (ev.task_id != null ? `task:${ev.task_id}` : "")), el("td", {}, change(ev.before, ev.after, ev.detail))));
+  if (more) body.append(...rows); else body.replaceChildren(...rows);
+  auditBefore = data.next ?? null;
+  older.hidden = auditBefore == null;
+  const n = body.children.length;
+  msg.textContent = n ? `${n} event${n === 1 ? "" : "s"} shown, newest first.` : "No audit events match.";
+  document.getElementById("audit-table").hidden = n === 0;
+}
+document.getElementById("audit-form").addEventListener("submit", (ev) => { ev.preventDefault(); loadAudit(false).catch((e) => console.error("audit", e)); });
+document.getElementById("audit-older").addEventListener("click", () => loadAudit(true).catch((e) => console.error("audit", e)));
+
 async function refresh() {
-  for (const [name, fn] of [["quotas", loadQuotas], ["usage", loadUsage], ["queue", loadQueue], ["cluster", loadCluster]]) {
+  for (const [name, fn] of [["quotas", loadQuotas], ["usage", loadUsage], ["stats", loadStats], ["queue", loadQueue],
+    ["cluster", loadCluster], ["audit", () => loadAudit(false)]]) {
     try { await fn(); } catch (e) { console.error(name, e); }
   }
+  document.body.dataset.loaded = "1";
 }
 refresh();
 setInterval(() => { loadQueue().catch(() => {}); loadCluster().catch(() => {}); }, 5000);
