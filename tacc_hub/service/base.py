@@ -19,7 +19,7 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import tornado.web
 from pydantic import BaseModel
@@ -35,6 +35,9 @@ from .auth import Authenticator, Denied, Identity
 from .controller import Controller
 from .offload import Busy, HeavyWork
 from .running_settings import RunningSettings
+
+if TYPE_CHECKING:
+    from tacc_hub.notify import Notifier
 
 T = TypeVar("T")
 
@@ -61,6 +64,7 @@ class ServiceContext:
     heavy: HeavyWork = field(default_factory=HeavyWork)  # CPU-heavy request work, off the event loop
     archive_limits: ArchiveLimits = DEFAULT_LIMITS  # caps on what an uploaded code snapshot unpacks to
     running: RunningSettings = field(default_factory=RunningSettings)  # ports, exec, time, GPU samples
+    notifier: Notifier | None = None  # notifications of task events (tacc_hub/notify); None: off
 
 
 def _raise(exc: BaseException, *args: object, **kwargs: object) -> None:

@@ -1,0 +1,221 @@
+"""Notifications through the real service: a real SMTP server (aiosmtpd) and a local webhook receiver.
+
+Its own service (SMTP on a local aiosmtpd, webhooks allowed only to this test's receivers, quick retries)
+and, for each event a user can ask for (started, ended, failed, preempted, near_limit), a task that makes
+it happen; each notification must reach the mailbox and each webhook in its shape. Then: a dead endpoint
+(one that accepts and never answers, one that refuses) holds up no one else; retries end ``failed`` with
+the last error in the history; pending rows survive a restart; and the attacks: another user's settings,
+SSRF URLs, CR/LF in a task name, hostile names in Slack's mrkdwn.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from email import message_from_bytes, policy
+from email.message import EmailMessage
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiosmtpd.controller import Controller
+
+from .conftest import Api, ServiceProcess, free_port, tcloud, write_task
+
+# -- the receivers ------------------------------------------------------------------------
+
+
+class Mailbox:
+    """aiosmtpd handler: keeps every message it is given."""
+
+    def __init__(self) -> None:
+        self.mails: list[tuple[list[str], EmailMessage]] = []
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802 (aiosmtpd's name)
+        msg = message_from_bytes(envelope.content, policy=policy.default)
+        self.mails.append((list(envelope.rcpt_tos), msg))  # type: ignore[arg-type]
+        return "250 OK"
+
+
+class Hooks:
+    """A webhook receiver: every POST, by path, in arrival order."""
+
+    def __init__(self) -> None:
+        self.posts: list[tuple[str, Any, float]] = []
+        hooks = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                hooks.posts.append((self.path, json.loads(body), time.time()))
+                self.send_response(200)
+                self.send_header("Content-Length", "2")
+                self.end_headers()
+                self.wfile.write(b"ok")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def at(self, path: str) -> list[Any]:
+        return [body for p, body, _ in self.posts if p == path]
+
+
+def wait_for(pred: Callable[[], Any], what: str, timeout: float = 60) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = pred()
+        if got:
+            return got
+        time.sleep(0.1)
+    raise AssertionError(f"{what}: not seen in {timeout} s")
+
+
+class Env:
+    def __init__(self, svc: ServiceProcess, mailbox: Mailbox, hooks: Hooks, hang: socket.socket,
+                 refused_port: int) -> None:
+        self.svc, self.mailbox, self.hooks = svc, mailbox, hooks
+        self.hang_url = f"http://127.0.0.1:{hang.getsockname()[1]}/hang"
+        self.refused_url = f"http://127.0.0.1:{refused_port}/refused"
+
+    def api(self, user: str) -> Api:
+        return Api(self.svc.url, self.svc.token(user))
+
+    def mails_to(self, address: str, subject_part: str) -> list[EmailMessage]:
+        return [m for rcpt, m in self.mailbox.mails if address in rcpt and subject_part in str(m["Subject"])]
+
+
+def _config(state: Path, smtp_port: int, allowed: list[str]) -> None:
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "tacc_hub_config.py").write_text(
+        f"c.TaccHub.smtp_host = '127.0.0.1'\nc.TaccHub.smtp_port = {smtp_port}\n"
+        "c.TaccHub.smtp_security = 'none'\nc.TaccHub.smtp_from = 'tacc@cluster.example'\n"
+        f"c.TaccHub.notify_webhook_hosts = {allowed!r}\n"
+        "c.TaccHub.notify_retry_delays = [0.5, 1.0]\nc.TaccHub.notify_timeout = 30.0\n"
+        "c.TaccHub.notify_task_link = 'https://hub.example/services/tacc/api/tasks/{id}'\n")
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    mailbox = Mailbox()
+    smtp = Controller(mailbox, hostname="127.0.0.1", port=free_port())
+    smtp.start()
+    hooks = Hooks()
+    hang = socket.socket()  # accepts connections (the kernel's backlog) and never answers
+    hang.bind(("127.0.0.1", 0))
+    hang.listen(64)
+    refused_port = free_port()  # nothing listens there
+    state = tmp_path_factory.mktemp("svc-notify")
+    allowed = [f"127.0.0.1:{p}" for p in (hooks.port, hang.getsockname()[1], refused_port)]
+    _config(state, smtp.port, allowed)
+    svc = ServiceProcess(state, "--gpus=2", "--TaccHub.grace_period=2", "--TaccHub.policy=srpt-oracle").start()
+    yield Env(svc, mailbox, hooks, hang, refused_port)
+    svc.stop()
+    smtp.stop()
+    hooks.server.shutdown()
+    hang.close()
+
+
+def _settings(e: Env, user: str, body: dict[str, Any]) -> dict[str, Any]:
+    status, out = e.api(user).call("PUT", "/api/notifications", body)
+    assert status == 200, out
+    return out
+
+
+def _submit(e: Env, user: str, d: Path) -> int:
+    res = tcloud(e.svc, user, "submit", str(d), "--json")
+    assert res.returncode == 0, res.stderr
+    return int(json.loads(res.stdout)["id"])
+
+
+ALL = ["started", "ended", "failed", "preempted", "near_limit"]
+
+
+def _alice(e: Env) -> None:
+    _settings(e, "alice", {"email": "alice@uni.example", "events": ALL, "webhooks": [
+        {"url": e.hooks.url("/alice-json")}, {"url": e.hooks.url("/alice-slack"), "format": "slack"},
+        {"url": e.hooks.url("/alice-teams"), "format": "teams"}]})
+
+
+def _json_for(e: Env, tid: int, event: str) -> dict[str, Any]:
+    return wait_for(lambda: next((b for b in e.hooks.at("/alice-json")
+                                  if b["event"] == event and (b["task"] or {}).get("id") == tid), None),
+                    f"json webhook {event} of task {tid}")
+
+
+def _all_channels(e: Env, tid: int, event: str, words: str) -> dict[str, Any]:
+    """The notification of ``event`` about ``tid`` in all four channels; the generic JSON one."""
+    body = _json_for(e, tid, event)
+    assert body["version"] == 1 and body["task"]["owner"] == "alice", body
+    assert body["task"]["url"] == f"https://hub.example/services/tacc/api/tasks/{tid}"
+    mail = wait_for(lambda: e.mails_to("alice@uni.example", f"task {tid} "), f"mail of task {tid}")
+    assert any(words in str(m["Subject"]) for m in wait_for(
+        lambda: [m for m in e.mails_to("alice@uni.example", f"task {tid} ") if words in str(m["Subject"])],
+        f"mail '{words}' of task {tid}")), [str(m["Subject"]) for m in mail]
+    slack = wait_for(lambda: [b for b in e.hooks.at("/alice-slack") if f"task {tid} " in b["text"]
+                              and words in b["text"]], f"slack {event} of {tid}")
+    assert slack[0]["blocks"][0]["type"] == "section" and slack[0]["blocks"][0]["text"]["type"] == "mrkdwn"
+    teams = wait_for(lambda: [b for b in e.hooks.at("/alice-teams") if f"task {tid} " in b["title"]
+                              and words in b["title"]], f"teams {event} of {tid}")
+    assert teams[0]["@type"] == "MessageCard" and teams[0]["sections"][0]["facts"][0]["name"] == "Task"
+    assert teams[0]["potentialAction"][0]["targets"][0]["uri"] == body["task"]["url"]
+    return body
+
+
+# -- each event ---------------------------------------------------------------------------
+
+
+def test_started_and_ended_reach_mail_and_every_webhook(env: Env, tmp_path: Path) -> None:
+    _alice(env)
+    tid = _submit(env, "alice", write_task(tmp_path / "ok", "name: fine-run\ncode: .\nentrypoint: echo hi\n"))
+    started = _all_channels(env, tid, "started", "started")
+    assert started["kind"] == "started" and started["task"]["name"] == "fine-run"
+    ended = _all_channels(env, tid, "ended", "succeeded")
+    assert ended["task"]["state"] == "succeeded" and ended["task"]["exit_code"] == 0
+    mail = env.mails_to("alice@uni.example", f"task {tid} (fine-run) succeeded")[0]
+    assert mail["From"] == "tacc@cluster.example" and "Exit code: 0" in mail.get_content()
+    _, hist = env.api("alice").call("GET", "/api/notifications/history")
+    sent = [d for d in hist["deliveries"] if d["task_id"] == tid]
+    assert len(sent) == 8 and all(d["status"] == "sent" and d["attempts"] == 1 for d in sent), sent
+
+
+def test_failed_names_its_exit_code(env: Env, tmp_path: Path) -> None:
+    _alice(env)
+    tid = _submit(env, "alice", write_task(tmp_path / "bad", "name: bad-run\ncode: .\nentrypoint: exit 3\n"))
+    body = _all_channels(env, tid, "failed", "failed")
+    assert body["kind"] == "failed" and body["task"]["exit_code"] == 3 and "status 3" in body["task"]["reason"]
+
+
+def test_near_limit_is_told_at_the_warning(env: Env, tmp_path: Path) -> None:
+    _alice(env)
+    d = write_task(tmp_path / "near", "name: near\ncode: .\nentrypoint:\n"
+                   "  - trap 'echo got-usr1; exit 0' USR1\n  - while true; do sleep 0.2; done\n"
+                   "resources: {time_limit: 70}\nqos: {warn_before: 66}\n")
+    tid = _submit(env, "alice", d)
+    body = _all_channels(env, tid, "near_limit", "near its time limit")
+    assert "left of its time limit of 70 s" in body["task"]["reason"], body
+    _all_channels(env, tid, "ended", "succeeded")  # it trapped the warning and exited
+
+
+def test_preempted_is_told(env: Env, tmp_path: Path) -> None:
+    _alice(env)
+    low = _submit(env, "alice", write_task(tmp_path / "low", "name: low\ncode: .\nentrypoint: sleep 600\n"
+                                           "resources: {gpus_per_node: 2, time_limit: 3600}\nqos: {preemptible: true}\n"))
+    env.api("alice").wait_status(low, {"running"})
+    high = _submit(env, "bob", write_task(tmp_path / "high", "name: high\ncode: .\nentrypoint: sleep 1\n"
+                                          "resources: {gpus_per_node: 2, time_limit: 60}\n"))
+    body = _all_channels(env, low, "preempted", "preempted")
+    assert body["kind"] == "preempted" and "preempted" in body["task"]["reason"]
+    env.api("bob").wait_status(high, {"succeeded"})
+    env.api("alice").call("POST", f"/api/tasks/{low}/cancel")
+    env.api("alice").wait_status(low, {"cancelled"})
