@@ -106,8 +106,8 @@ class NotificationsHandler(_Base):
             try:
                 await check_url_target(hook.url, self.site)
             except Refused as exc:
-                raise ApiError(422, f"invalid notification settings: webhooks.{i}.url: {exc}",
-                               [{"field": f"webhooks.{i}.url", "message": str(exc)}]) from None
+                raise ApiError(422, f"invalid notification settings: webhooks[{i}].url: {exc}",
+                               [{"field": f"webhooks[{i}].url", "message": str(exc)}]) from None
         self.ctx.store.set_notify_settings(self.user, settings.model_dump())
         self.answer(self.user)
 

@@ -35,7 +35,7 @@ class Mailbox:
     def __init__(self) -> None:
         self.mails: list[tuple[list[str], EmailMessage]] = []
 
-    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:  # noqa: N802 (aiosmtpd's name)
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
         msg = message_from_bytes(envelope.content, policy=policy.default)
         self.mails.append((list(envelope.rcpt_tos), msg))  # type: ignore[arg-type]
         return "250 OK"
@@ -49,7 +49,7 @@ class Hooks:
         hooks = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 hooks.posts.append((self.path, json.loads(body), time.time()))
                 self.send_response(200)
@@ -141,31 +141,31 @@ def _submit(e: Env, user: str, d: Path) -> int:
 ALL = ["started", "ended", "failed", "preempted", "near_limit"]
 
 
-def _alice(e: Env) -> None:
-    _settings(e, "alice", {"email": "alice@uni.example", "events": ALL, "webhooks": [
-        {"url": e.hooks.url("/alice-json")}, {"url": e.hooks.url("/alice-slack"), "format": "slack"},
-        {"url": e.hooks.url("/alice-teams"), "format": "teams"}]})
+def _alice(e: Env, user: str = "alice") -> None:
+    _settings(e, user, {"email": f"{user}@uni.example", "events": ALL, "webhooks": [
+        {"url": e.hooks.url(f"/{user}-json")}, {"url": e.hooks.url(f"/{user}-slack"), "format": "slack"},
+        {"url": e.hooks.url(f"/{user}-teams"), "format": "teams"}]})
 
 
-def _json_for(e: Env, tid: int, event: str) -> dict[str, Any]:
-    return wait_for(lambda: next((b for b in e.hooks.at("/alice-json")
+def _json_for(e: Env, tid: int, event: str, user: str = "alice") -> dict[str, Any]:
+    return wait_for(lambda: next((b for b in e.hooks.at(f"/{user}-json")
                                   if b["event"] == event and (b["task"] or {}).get("id") == tid), None),
                     f"json webhook {event} of task {tid}")
 
 
-def _all_channels(e: Env, tid: int, event: str, words: str) -> dict[str, Any]:
+def _all_channels(e: Env, tid: int, event: str, words: str, user: str = "alice") -> dict[str, Any]:
     """The notification of ``event`` about ``tid`` in all four channels; the generic JSON one."""
-    body = _json_for(e, tid, event)
-    assert body["version"] == 1 and body["task"]["owner"] == "alice", body
+    body = _json_for(e, tid, event, user)
+    assert body["version"] == 1 and body["task"]["owner"] == user, body
     assert body["task"]["url"] == f"https://hub.example/services/tacc/api/tasks/{tid}"
-    mail = wait_for(lambda: e.mails_to("alice@uni.example", f"task {tid} "), f"mail of task {tid}")
+    mail = wait_for(lambda: e.mails_to(f"{user}@uni.example", f"task {tid} "), f"mail of task {tid}")
     assert any(words in str(m["Subject"]) for m in wait_for(
-        lambda: [m for m in e.mails_to("alice@uni.example", f"task {tid} ") if words in str(m["Subject"])],
+        lambda: [m for m in e.mails_to(f"{user}@uni.example", f"task {tid} ") if words in str(m["Subject"])],
         f"mail '{words}' of task {tid}")), [str(m["Subject"]) for m in mail]
-    slack = wait_for(lambda: [b for b in e.hooks.at("/alice-slack") if f"task {tid} " in b["text"]
+    slack = wait_for(lambda: [b for b in e.hooks.at(f"/{user}-slack") if f"task {tid} " in b["text"]
                               and words in b["text"]], f"slack {event} of {tid}")
     assert slack[0]["blocks"][0]["type"] == "section" and slack[0]["blocks"][0]["text"]["type"] == "mrkdwn"
-    teams = wait_for(lambda: [b for b in e.hooks.at("/alice-teams") if f"task {tid} " in b["title"]
+    teams = wait_for(lambda: [b for b in e.hooks.at(f"/{user}-teams") if f"task {tid} " in b["title"]
                               and words in b["title"]], f"teams {event} of {tid}")
     assert teams[0]["@type"] == "MessageCard" and teams[0]["sections"][0]["facts"][0]["name"] == "Task"
     assert teams[0]["potentialAction"][0]["targets"][0]["uri"] == body["task"]["url"]
@@ -208,14 +208,182 @@ def test_near_limit_is_told_at_the_warning(env: Env, tmp_path: Path) -> None:
 
 
 def test_preempted_is_told(env: Env, tmp_path: Path) -> None:
-    _alice(env)
-    low = _submit(env, "alice", write_task(tmp_path / "low", "name: low\ncode: .\nentrypoint: sleep 600\n"
-                                           "resources: {gpus_per_node: 2, time_limit: 3600}\nqos: {preemptible: true}\n"))
-    env.api("alice").wait_status(low, {"running"})
-    high = _submit(env, "bob", write_task(tmp_path / "high", "name: high\ncode: .\nentrypoint: sleep 1\n"
-                                          "resources: {gpus_per_node: 2, time_limit: 60}\n"))
-    body = _all_channels(env, low, "preempted", "preempted")
+    """ivan's preemptible task (1 h limit, no history: predicted 1 h) gives way to h's 1-minute one."""
+    _alice(env, "ivan")
+    low = _submit(env, "ivan", write_task(tmp_path / "low", "name: low\ncode: .\nentrypoint: sleep 600\nresources: "
+                                          "{gpus_per_node: 2, time_limit: 3600}\nqos: {preemptible: true}\n"))
+    env.api("ivan").wait_status(low, {"running"})
+    high = _submit(env, "h", write_task(tmp_path / "high", "name: high\ncode: .\nentrypoint: sleep 1\n"
+                                        "resources: {gpus_per_node: 2, time_limit: 60}\n"))
+    body = _all_channels(env, low, "preempted", "preempted", "ivan")
     assert body["kind"] == "preempted" and "preempted" in body["task"]["reason"]
-    env.api("bob").wait_status(high, {"succeeded"})
-    env.api("alice").call("POST", f"/api/tasks/{low}/cancel")
-    env.api("alice").wait_status(low, {"cancelled"})
+    env.api("h").wait_status(high, {"succeeded"})
+    env.api("ivan").call("POST", f"/api/tasks/{low}/cancel")
+    env.api("ivan").wait_status(low, {"cancelled"})
+
+
+# -- isolation of failing endpoints, retries, restarts --------------------------------------
+
+
+def _history(e: Env, user: str) -> list[dict[str, Any]]:
+    status, out = e.api(user).call("GET", "/api/notifications/history")
+    assert status == 200, out
+    return out["deliveries"]
+
+
+def test_a_dead_endpoint_delays_no_one_else_and_ends_failed(env: Env, tmp_path: Path) -> None:
+    """dave's webhooks: one that accepts and never answers (tries time out after 30 s), one that refuses.
+    While dave's first try to the silent one is still in flight, carol's task is scheduled and her
+    notification delivered; the refusing one is retried (0.5 s, 1 s) and ends failed with its error."""
+    _settings(env, "dave", {"events": ["started"], "webhooks": [{"url": env.hang_url}, {"url": env.refused_url}]})
+    _settings(env, "carol", {"events": ["started"], "webhooks": [{"url": env.hooks.url("/carol")}]})
+    dave_task = _submit(env, "dave", write_task(tmp_path / "d", "name: d\ncode: .\nentrypoint: echo d\n"))
+    wait_for(lambda: [d for d in _history(env, "dave") if d["destination"] == env.refused_url
+                      and d["attempts"] >= 1], "dave's first try to the refusing endpoint")
+    hang_row = next(d for d in _history(env, "dave") if d["destination"] == env.hang_url)
+    assert hang_row["status"] == "pending" and hang_row["attempts"] == 0  # its first try: still in flight
+
+    carol_task = _submit(env, "carol", write_task(tmp_path / "c", "name: c\ncode: .\nentrypoint: echo c\n"))
+    got = wait_for(lambda: [b for b in env.hooks.at("/carol") if b["task"]["id"] == carol_task],
+                   "carol's started notification")
+    assert got[0]["event"] == "started"
+    # carol's task was started and told while dave's silent endpoint still held its first try
+    hang_row = next(d for d in _history(env, "dave") if d["destination"] == env.hang_url)
+    assert hang_row["status"] == "pending" and hang_row["attempts"] == 0, hang_row
+    assert dave_task < carol_task
+
+    refused = wait_for(lambda: [d for d in _history(env, "dave") if d["destination"] == env.refused_url
+                                and d["status"] == "failed"], "the refusing endpoint given up")
+    assert refused[0]["attempts"] == 3 and "refused" in refused[0]["last_error"].lower(), refused
+    out = tcloud(env.svc, "dave", "notify", "history")
+    assert out.returncode == 0 and "failed" in out.stdout and env.refused_url in out.stdout, out.stdout
+
+
+def test_pending_notifications_are_delivered_after_a_restart(tmp_path: Path) -> None:
+    """A try in flight when the service stops leaves its row pending; the next start delivers it."""
+    mailbox = Mailbox()
+    smtp = Controller(mailbox, hostname="127.0.0.1", port=free_port())
+    smtp.start()
+    hang = socket.socket()
+    hang.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    hang.bind(("127.0.0.1", 0))
+    hang.listen(8)
+    port = hang.getsockname()[1]
+    _config(tmp_path / "state", smtp.port, [f"127.0.0.1:{port}"])
+    svc = ServiceProcess(tmp_path / "state", "--gpus=1").start()
+    receiver: ThreadingHTTPServer | None = None
+    try:
+        api = Api(svc.url, svc.token("ann"))
+        assert api.call("PUT", "/api/notifications", {"events": ["ended"], "webhooks": [
+            {"url": f"http://127.0.0.1:{port}/ann", "format": "json"}]})[0] == 200
+        res = tcloud(svc, "ann", "submit", str(write_task(tmp_path / "t", "name: t\ncode: .\nentrypoint: echo t\n")),
+                     "--json")
+        assert res.returncode == 0, res.stderr
+        tid = int(json.loads(res.stdout)["id"])
+        api.wait_status(tid, {"succeeded"})
+        wait_for(lambda: [d for d in api.call("GET", "/api/notifications/history")[1]["deliveries"]
+                          if d["task_id"] == tid], "the row written")
+        svc.stop()
+        row = api  # the service is down: read the row after the restart
+        hang.close()
+        posts: list[Any] = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                posts.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        ThreadingHTTPServer.allow_reuse_address = True
+        receiver = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        threading.Thread(target=receiver.serve_forever, daemon=True).start()
+        svc.start()
+        got = wait_for(lambda: [p for p in posts if p["task"]["id"] == tid], "the pending notification delivered")
+        assert got[0]["event"] == "ended"
+        hist = row.call("GET", "/api/notifications/history")[1]["deliveries"]
+        assert [(d["status"], d["attempts"]) for d in hist if d["task_id"] == tid] == [("sent", 1)], hist
+    finally:
+        svc.stop()
+        smtp.stop()
+        if receiver is not None:
+            receiver.shutdown()
+        hang.close()
+
+
+def test_test_notification_reaches_each_channel(env: Env) -> None:
+    _settings(env, "sam", {"email": "sam@uni.example", "events": ["ended"],
+                           "webhooks": [{"url": env.hooks.url("/sam"), "format": "slack"}]})
+    res = tcloud(env.svc, "sam", "notify", "test")
+    assert res.returncode == 0 and "2" in res.stdout, (res.stdout, res.stderr)
+    wait_for(lambda: env.mails_to("sam@uni.example", "test notification"), "the test e-mail")
+    body = wait_for(lambda: env.hooks.at("/sam"), "the test webhook")[0]
+    assert "test notification" in body["text"]
+
+
+# -- attacks ----------------------------------------------------------------------------------
+
+
+def test_no_one_reads_or_changes_another_users_settings(env: Env) -> None:
+    _alice(env)
+    before = env.api("alice").call("GET", "/api/notifications")[1]
+    bob = env.api("bob")
+    assert bob.call("GET", "/api/notifications?user=alice")[0] == 403
+    assert bob.call("GET", "/api/notifications/history?user=alice")[0] == 403
+    status, _ = bob.call("PUT", "/api/notifications?user=alice", {"email": "bob@uni.example", "webhooks": []})
+    assert status == 403
+    assert bob.call("PUT", "/api/notifications", {"email": "bob@uni.example"})[0] == 200  # his own only
+    assert env.api("alice").call("GET", "/api/notifications")[1] == before
+    assert all(d["destination"] != "alice@uni.example" for d in _history(env, "bob"))
+    admin = Api(env.svc.url, env.svc.token("admin", admin=True))
+    assert admin.call("GET", "/api/notifications?user=alice")[1]["settings"] == before["settings"]
+
+
+@pytest.mark.parametrize("url", [
+    "http://127.0.0.1:22/hook",  # loopback, not in the site's list
+    "http://169.254.169.254/latest/meta-data/",  # the cloud metadata service
+    "file:///etc/passwd",
+    "gopher://127.0.0.1:25/",
+    "http://user:pw@example.org/hook",
+    "http://localhost:{port}/alice-json",  # a name that resolves to loopback (the list names 127.0.0.1 only)
+    "http://[::1]:{port}/",
+    "http://10.1.2.3/hook",
+    "http://0.0.0.0:{port}/",
+    "http://[::ffff:127.0.0.1]:22/",
+    "http://example.org/a b",
+])
+def test_ssrf_urls_are_refused(env: Env, url: str) -> None:
+    _alice(env)
+    before = env.api("alice").call("GET", "/api/notifications")[1]
+    status, out = env.api("alice").call("PUT", "/api/notifications", {
+        "webhooks": [{"url": url.replace("{port}", str(env.hooks.port))}]})
+    assert status == 422, out
+    assert out["errors"][0]["field"] == "webhooks[0].url", out
+    assert env.api("alice").call("GET", "/api/notifications")[1] == before  # nothing saved
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"email": "alice@uni.example\r\nBcc: victim@evil.example"}, "email"),
+    ({"email": "not-an-address"}, "email"),
+    ({"events": ["started", "reboot"]}, "events"),
+    ({"webhooks": [{"url": "https://example.org/h", "format": "xml"}]}, "webhooks[0].format"),
+    ({"webhooks": [{"url": f"https://example.org/h{i}"} for i in range(6)]}, "webhooks"),
+    ({"webhooks": [{"url": "https://example.org/h", "secret": "x"}]}, "webhooks[0].secret"),
+    ({"colour": "red"}, "colour"),
+])
+def test_bad_settings_are_refused_naming_the_field(env: Env, body: dict[str, Any], field: str) -> None:
+    status, out = env.api("bob").call("PUT", "/api/notifications", body)
+    assert status == 422, out
+    assert out["errors"][0]["field"] == field, out
+
+
+def test_a_task_name_with_cr_lf_never_reaches_a_header(env: Env) -> None:
+    """The schema refuses such a name at submit; nothing of it reaches the outbox (the formatter's own
+    defence, for any text, is tests/unit/test_notify_payloads.py)."""
+    _alice(env)
+    api = env.api("alice")
+    status, out = api.call("POST", "/api/tasks", {"name": "x\r\nBcc: victim@evil.example", "entrypoint": "true"})
+    assert status == 422, out
+    assert all("victim" not in str(m) for _, m in env.mailbox.mails)
