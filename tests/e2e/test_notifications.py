@@ -387,3 +387,24 @@ def test_a_task_name_with_cr_lf_never_reaches_a_header(env: Env) -> None:
     status, out = api.call("POST", "/api/tasks", {"name": "x\r\nBcc: victim@evil.example", "entrypoint": "true"})
     assert status == 422, out
     assert all("victim" not in str(m) for _, m in env.mailbox.mails)
+
+
+def test_tcloud_notify_changes_one_thing_at_a_time(env: Env) -> None:
+    def run(*args: str) -> str:
+        res = tcloud(env.svc, "cy", "notify", *args)
+        assert res.returncode == 0, (args, res.stdout, res.stderr)
+        return res.stdout
+
+    assert "e-mail:   (none)" in run()
+    assert "cy@uni.example" in run("email", "cy@uni.example")
+    assert "events:   started, ended, failed" in run("on", "started")
+    assert "events:   started, ended, failed, preempted\n" in run("off", "near_limit")
+    url = env.hooks.url("/cy")
+    assert f"{url}  [teams]" in run("webhook", "add", url, "--format", "teams")
+    out = json.loads(run("--json"))["settings"]
+    assert out == {"email": "cy@uni.example", "events": ["started", "ended", "failed", "preempted"],
+                   "webhooks": [{"url": url, "format": "teams"}]}
+    assert "webhooks: (none)" in run("webhook", "remove", url)
+    assert "cy@uni.example" not in run("email", "--off")
+    bad = tcloud(env.svc, "cy", "notify", "webhook", "add", "http://169.254.169.254/")
+    assert bad.returncode == 1 and "webhooks[0].url" in bad.stderr and "link-local" in bad.stderr, bad.stderr
