@@ -8,6 +8,7 @@ change them). A ``PUT`` replaces the settings whole, validated against what the 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -35,6 +36,7 @@ class NotificationsOut(BaseModel):
     user: str
     settings: NotifySettings
     site: SiteOut
+    usage_url: str  # the path of the user's "My usage" page of this service (the Lab panel links it)
 
 
 class DeliveryOut(BaseModel):
@@ -75,8 +77,9 @@ class _Base(ApiHandler):
         return self.user
 
     def answer(self, user: str) -> None:
+        base = re.sub(r"api/notifications/?$", "", self.request.path)  # the service's prefix, as the browser sees it
         self.write_json({"user": user, "settings": load_settings(self.ctx.store.notify_settings(user)).model_dump(),
-                         "site": self.site.to_json()})
+                         "site": self.site.to_json(), "usage_url": f"{base}usage"})
 
 
 class NotificationsHandler(_Base):
