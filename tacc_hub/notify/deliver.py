@@ -38,12 +38,21 @@ class Sender:
 
     def __init__(self, smtp: SmtpSettings, site: SitePolicy, *, timeout: float, max_clients: int) -> None:
         self.smtp = smtp
+        self.site = site
         self.timeout = timeout
-        self.http = AsyncHTTPClient(force_instance=True, resolver=GuardedResolver(site=site),
-                                    max_clients=max_clients)
+        self.max_clients = max_clients
+        self._http: AsyncHTTPClient | None = None  # made on the loop, at the first webhook
+
+    @property
+    def http(self) -> AsyncHTTPClient:
+        if self._http is None:
+            self._http = AsyncHTTPClient(force_instance=True, resolver=GuardedResolver(site=self.site),
+                                         max_clients=self.max_clients)
+        return self._http
 
     def close(self) -> None:
-        self.http.close()
+        if self._http is not None:
+            self._http.close()
 
     async def send(self, channel: str, destination: str, payload: dict[str, Any]) -> None:
         if channel == "email":

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from .deliver import DeliveryError, Sender, SmtpSettings
 from .payloads import message
-from .settings import KIND_TO_EVENT, SitePolicy, load_settings
+from .settings import KIND_TO_EVENT, NotifySettings, SitePolicy, load_settings
 
 if TYPE_CHECKING:
     from tacc_hub.service.events import TaskEvent
@@ -76,18 +76,16 @@ class Notifier:
     def queue_test(self, user: str) -> int:
         """Queue a test notification to each of ``user``'s channels now; how many were queued."""
         msg = message("test", "test", time.time(), None)
-        rows = self._rows(user, "test", None, msg, force=True)
+        rows = self._rows(user, load_settings(self.store.notify_settings(user)), "test", None, msg)
         if rows:
             self.store.add_notifications(rows)
             self._wake.set()
         return len(rows)
 
-    def _rows(self, user: str, event: str, task_id: int | None, msg: dict[str, Any], *, force: bool = False
+    def _rows(self, user: str, settings: NotifySettings, event: str, task_id: int | None, msg: dict[str, Any]
               ) -> list[tuple[str, str, str, str, int | None, dict[str, Any]]]:
-        settings = load_settings(self.store.notify_settings(user))
+        """One outbox row per channel of ``user`` that the site allows."""
         site = self.config.site
-        if not force and (event not in site.events or not settings.wants(event)):
-            return []
         rows: list[tuple[str, str, str, str, int | None, dict[str, Any]]] = []
         if settings.email and site.email:
             rows.append((user, "email", settings.email, event, task_id, {"message": msg}))
@@ -147,8 +145,8 @@ class Notifier:
                     note = (f"{self.dropped.pop(ev.owner)} earlier notification(s) were dropped: more than "
                             f"{self.config.rate_per_minute} a minute")
                 link = self.config.task_link.replace("{id}", str(ev.task_id)) if self.config.task_link else None
-                rows += self._rows(ev.owner, event, ev.task_id, message(event, ev.kind, ev.at, task, link=link,
-                                                                        note=note), force=True)
+                rows += self._rows(ev.owner, settings, event, ev.task_id,
+                                   message(event, ev.kind, ev.at, task, link=link, note=note))
             except Exception:
                 log.exception("could not queue the notification of %s for task %s", ev.kind, ev.task_id)
         if rows:
@@ -201,10 +199,9 @@ class Notifier:
             t = asyncio.create_task(self._try(row, key))
             self._tries.add(t)
             t.add_done_callback(self._tries.discard)
-        due = self.store.next_notification_due()
-        if due is None or due <= now:  # nothing pending, or only rows whose destination is busy
-            return 5.0
-        return max(0.05, min(5.0, due - now))
+        # rows due now wait for their destination's try to end (which wakes the loop): the next one due later
+        due = self.store.next_notification_due(after=now)
+        return 5.0 if due is None else max(0.05, min(5.0, due - now))
 
     async def _try(self, row: OutboxRow, key: tuple[str, str]) -> None:
         attempts = row.attempts + 1

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .settings import SitePolicy
 
 SHARED = ipaddress.ip_network("100.64.0.0/10")
+RESOLVE_TIMEOUT = 5.0  # seconds a webhook's host may take to resolve when settings are saved
 
 
 class Refused(ValueError):
@@ -104,7 +105,10 @@ async def check_url_target(url: str, site: SitePolicy) -> None:
     if exempt(host, port, site):
         return
     try:
-        infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        infos = await asyncio.wait_for(asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM),
+                                       timeout=RESOLVE_TIMEOUT)
+    except TimeoutError:
+        raise Refused(f"{host[:100]} did not resolve in {RESOLVE_TIMEOUT:g} s") from None
     except OSError as exc:
         raise Refused(f"{host[:100]} does not resolve ({exc.strerror or exc})") from None
     for info in infos:

@@ -122,11 +122,13 @@ class NotifyStore:
         with self._engine.connect() as conn:
             return [_row(r) for r in conn.execute(stmt)]
 
-    def next_notification_due(self) -> float | None:
-        """When the earliest pending delivery is due (None: none pending)."""
+    def next_notification_due(self, after: float | None = None) -> float | None:
+        """When the earliest pending delivery (due after ``after``, if given) is due; None: none."""
+        stmt = sa.select(sa.func.min(notify_outbox.c.next_at)).where(notify_outbox.c.status == "pending")
+        if after is not None:
+            stmt = stmt.where(notify_outbox.c.next_at > after)
         with self._engine.connect() as conn:
-            return conn.execute(sa.select(sa.func.min(notify_outbox.c.next_at))
-                                .where(notify_outbox.c.status == "pending")).scalar()
+            return conn.execute(stmt).scalar()
 
     def notification_sent(self, row_id: int, attempts: int) -> None:
         with self._engine.begin() as conn:
