@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 from .deliver import DeliveryError, Sender, SmtpSettings
 from .payloads import message
-from .settings import KIND_TO_EVENT, NotifySettings, SitePolicy, load_settings
+from .settings import KIND_TO_EVENT, SPEC_EVENTS, NotifySettings, SitePolicy, Webhook, email_allowed, load_settings
 
 if TYPE_CHECKING:
     from tacc_hub.service.events import TaskEvent
-    from tacc_hub.store import OutboxRow, Store
+    from tacc_hub.store import OutboxRow, Store, TaskRecord
 
 log = logging.getLogger("tacc_hub.notify")
 
@@ -75,23 +75,42 @@ class Notifier:
 
     def queue_test(self, user: str) -> int:
         """Queue a test notification to each of ``user``'s channels now; how many were queued."""
-        msg = message("test", "test", time.time(), None)
-        rows = self._rows(user, load_settings(self.store.notify_settings(user)), "test", None, msg)
+        settings = load_settings(self.store.notify_settings(user))
+        emails = [settings.email] if settings.email else []
+        rows = self._rows(user, emails, settings.webhooks, "test", None, message("test", "test", time.time(), None))
         if rows:
             self.store.add_notifications(rows)
             self._wake.set()
         return len(rows)
 
-    def _rows(self, user: str, settings: NotifySettings, event: str, task_id: int | None, msg: dict[str, Any]
-              ) -> list[tuple[str, str, str, str, int | None, dict[str, Any]]]:
-        """One outbox row per channel of ``user`` that the site allows."""
+    def channels(self, settings: NotifySettings, event: str, spec: dict[str, Any] | None
+                 ) -> tuple[list[str], list[Webhook]]:
+        """The e-mail addresses and webhooks to tell of ``event``: the user's settings, and the task's own
+        ``notify:`` (its address, else the user's, for the events it lists), within what the site allows."""
         site = self.config.site
-        rows: list[tuple[str, str, str, str, int | None, dict[str, Any]]] = []
-        if settings.email and site.email:
-            rows.append((user, "email", settings.email, event, task_id, {"message": msg}))
-        if site.webhooks:
-            rows += [(user, "webhook", w.url, event, task_id, {"format": w.format, "message": msg})
-                     for w in settings.webhooks]
+        if event not in site.events:
+            return [], []
+        emails: list[str] = []
+        hooks: list[Webhook] = []
+        if settings.wants(event):
+            emails += [settings.email] if settings.email else []
+            hooks += list(settings.webhooks) if site.webhooks else []
+        own = (spec or {}).get("notify") or {}
+        if event in {SPEC_EVENTS.get(str(e)) for e in own.get("events") or []} or \
+                (event in ("failed", "cancelled") and "end" in (own.get("events") or [])):
+            address = own.get("email") or settings.email
+            if address and address not in emails:
+                emails.append(str(address))
+        if not site.email:
+            return [], hooks
+        return [a for a in emails if email_allowed(a, site)], hooks
+
+    def _rows(self, user: str, emails: list[str], hooks: list[Webhook], event: str, task_id: int | None,
+              msg: dict[str, Any]) -> list[tuple[str, str, str, str, int | None, dict[str, Any]]]:
+        """One outbox row per channel."""
+        rows: list[tuple[str, str, str, str, int | None, dict[str, Any]]] = [
+            (user, "email", a, event, task_id, {"message": msg}) for a in emails]
+        rows += [(user, "webhook", w.url, event, task_id, {"format": w.format, "message": msg}) for w in hooks]
         return rows
 
     def over_rate(self, user: str, now: float | None = None) -> bool:
@@ -110,10 +129,8 @@ class Notifier:
         recent.append(now)
         return False
 
-    def _task_json(self, task_id: int) -> dict[str, Any] | None:
-        rec = self.store.get(task_id)
-        if rec is None:
-            return None
+    @staticmethod
+    def _task_json(rec: TaskRecord) -> dict[str, Any]:
         return {"id": rec.id, "name": rec.name, "owner": rec.owner, "state": str(rec.status), "reason": rec.reason,
                 "exit_code": rec.exit_code, "submitted_at": rec.submitted_at, "started_at": rec.started_at,
                 "finished_at": rec.finished_at}
@@ -125,18 +142,17 @@ class Notifier:
         for ev in events:
             event = KIND_TO_EVENT[ev.kind]
             try:
-                settings = load_settings(self.store.notify_settings(ev.owner))
-                if event not in self.config.site.events or not settings.wants(event):
+                rec = self.store.get(ev.task_id)
+                if rec is None:
                     continue
-                if not (settings.email and self.config.site.email) and not \
-                        (settings.webhooks and self.config.site.webhooks):
+                settings = load_settings(self.store.notify_settings(ev.owner))
+                emails, hooks = self.channels(settings, event, rec.spec)
+                if not emails and not hooks:
                     continue
                 if self.over_rate(ev.owner, ev.at):
                     continue
-                task = self._task_json(ev.task_id)
-                if task is None:
-                    continue
-                # the state and reason as of the event (a started task may have ended since)
+                task = self._task_json(rec)
+                # the reason and exit code as of the event (a started task may have ended since)
                 task["reason"] = ev.reason if ev.reason is not None else task["reason"]
                 if ev.exit_code is not None:
                     task["exit_code"] = ev.exit_code
@@ -145,7 +161,7 @@ class Notifier:
                     note = (f"{self.dropped.pop(ev.owner)} earlier notification(s) were dropped: more than "
                             f"{self.config.rate_per_minute} a minute")
                 link = self.config.task_link.replace("{id}", str(ev.task_id)) if self.config.task_link else None
-                rows += self._rows(ev.owner, settings, event, ev.task_id,
+                rows += self._rows(ev.owner, emails, hooks, event, ev.task_id,
                                    message(event, ev.kind, ev.at, task, link=link, note=note))
             except Exception:
                 log.exception("could not queue the notification of %s for task %s", ev.kind, ev.task_id)

@@ -25,6 +25,10 @@ KIND_TO_EVENT: dict[str, str] = {
     "preempted": "preempted", "requeued": "preempted", "near_limit": "near_limit", "cancelled": "cancelled",
 }
 """A controller event (service/events.py) -> the user event it is told as (``submitted`` is never told)."""
+SPEC_EVENTS: dict[str, str] = {"start": "started", "end": "ended", "fail": "failed", "preempt": "preempted",
+                               "time_limit": "near_limit"}
+"""A task spec's own ``notify.events`` (schema/task.py, from sbatch --mail-type) -> the user event; ``end``
+is any outcome (ended, failed, cancelled)."""
 DEFAULT_EVENTS: tuple[str, ...] = ("ended", "failed", "preempted", "near_limit")
 FORMATS: tuple[str, ...] = ("json", "slack", "teams")
 Format = Literal["json", "slack", "teams"]
@@ -89,9 +93,7 @@ class NotifySettings(BaseModel):
             raise ValueError("this site sends no e-mail (no SMTP server is set)")
         if len(v) > 254 or not _EMAIL_RE.fullmatch(v):
             raise ValueError(f"{v[:80]!r} is not an e-mail address (name@example.org)")
-        domain = v.rsplit("@", 1)[1].lower()
-        if site.email_domains and not any(domain == d.lower() or domain.endswith("." + d.lower())
-                                          for d in site.email_domains):
+        if not email_allowed(v, site):
             raise ValueError(f"this site sends e-mail only to {', '.join(site.email_domains)}")
         return v
 
@@ -120,6 +122,13 @@ class NotifySettings(BaseModel):
 
     def wants(self, event: str) -> bool:
         return event in self.events
+
+
+def email_allowed(address: str, site: SitePolicy) -> bool:
+    """Whether ``address``'s domain is one the site mails to (any, when it names none; subdomains count)."""
+    domain = address.rsplit("@", 1)[-1].lower()
+    return not site.email_domains or any(domain == d.lower() or domain.endswith("." + d.lower())
+                                         for d in site.email_domains)
 
 
 def load_settings(raw: dict[str, Any] | None) -> NotifySettings:

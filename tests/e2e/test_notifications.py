@@ -408,3 +408,13 @@ def test_tcloud_notify_changes_one_thing_at_a_time(env: Env) -> None:
     assert "cy@uni.example" not in run("email", "--off")
     bad = tcloud(env.svc, "cy", "notify", "webhook", "add", "http://169.254.169.254/")
     assert bad.returncode == 1 and "webhooks[0].url" in bad.stderr and "link-local" in bad.stderr, bad.stderr
+
+
+def test_a_tasks_own_notify_block_is_mailed(env: Env, tmp_path: Path) -> None:
+    """``notify:`` in the task file (what sbatch's --mail-user/--mail-type become), with no settings saved."""
+    d = write_task(tmp_path / "own", "name: own-notify\ncode: .\nentrypoint: echo hi\n"
+                   "notify: {email: dee@uni.example, events: [end]}\n")
+    tid = _submit(env, "dee", d)
+    mail = wait_for(lambda: env.mails_to("dee@uni.example", f"task {tid} (own-notify) succeeded"), "dee's mail")
+    assert mail[0]["To"] == "dee@uni.example"
+    assert not env.mails_to("dee@uni.example", f"task {tid} (own-notify) started")  # start was not asked for

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from tacc_hub.notify import Notifier, NotifyConfig, SitePolicy, payloads
 from tacc_hub.notify.deliver import DeliveryError
-from tacc_hub.notify.settings import NotifySettings
+from tacc_hub.notify.settings import NotifySettings, load_settings
 from tacc_hub.notify.urlcheck import GuardedResolver, Refused, check_address, check_url_form
 from tacc_hub.service.events import TaskEvent
 from tacc_hub.store import NewTask, Store
@@ -202,3 +202,22 @@ def test_history_is_bounded(store: Store, monkeypatch: pytest.MonkeyPatch) -> No
     store.add_notifications([("bob", "webhook", "https://e.org/h", "ended", None, {})])
     rows = store.notification_history("bob", 50)
     assert [r.status for r in rows] == ["pending", "sent", "sent", "sent"]
+
+
+def test_a_tasks_own_notify_block_mails_within_the_sites_domains(store: Store) -> None:
+    """``notify:`` in a spec (sbatch --mail-user/--mail-type): its address for its events; ``end`` is any
+    outcome; an address outside the site's domains is never mailed; webhooks come from settings only."""
+    site = SitePolicy(email=True, email_domains=("uni.example",))
+    notifier = Notifier(store, NotifyConfig(site=site), sender=Recorder())  # type: ignore[arg-type]
+    none = load_settings(None)
+    spec = {"notify": {"email": "me@lab.uni.example", "events": ["end", "time_limit"]}}
+    assert notifier.channels(none, "ended", spec) == (["me@lab.uni.example"], [])
+    assert notifier.channels(none, "failed", spec) == (["me@lab.uni.example"], [])
+    assert notifier.channels(none, "near_limit", spec) == (["me@lab.uni.example"], [])
+    assert notifier.channels(none, "started", spec) == ([], [])
+    outside = {"notify": {"email": "victim@elsewhere.example", "events": ["start"]}}
+    assert notifier.channels(none, "started", outside) == ([], [])
+    mine = NotifySettings.model_construct(email="a@uni.example", events=["started"], webhooks=[])
+    assert notifier.channels(mine, "started", {"notify": {"events": ["start"]}}) == (["a@uni.example"], [])
+    no_mail = Notifier(store, NotifyConfig(site=SitePolicy(email=False)), sender=Recorder())  # type: ignore[arg-type]
+    assert no_mail.channels(none, "ended", spec) == ([], [])
