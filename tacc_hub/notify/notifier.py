@@ -76,8 +76,10 @@ class Notifier:
     def queue_test(self, user: str) -> int:
         """Queue a test notification to each of ``user``'s channels now; how many were queued."""
         settings = load_settings(self.store.notify_settings(user))
-        emails = [settings.email] if settings.email else []
-        rows = self._rows(user, emails, settings.webhooks, "test", None, message("test", "test", time.time(), None))
+        site = self.config.site
+        emails = [settings.email] if settings.email and site.email and email_allowed(settings.email, site) else []
+        hooks = list(settings.webhooks) if site.webhooks else []
+        rows = self._rows(user, emails, hooks, "test", None, message("test", "test", time.time(), None))
         if rows:
             self.store.add_notifications(rows)
             self._wake.set()
@@ -139,13 +141,16 @@ class Notifier:
         """Write the events received so far as outbox rows (one transaction)."""
         events, self._events = self._events, []
         rows: list[tuple[str, str, str, str, int | None, dict[str, Any]]] = []
+        known: dict[str, NotifySettings] = {}  # each owner's settings, read once per batch
         for ev in events:
             event = KIND_TO_EVENT[ev.kind]
             try:
                 rec = self.store.get(ev.task_id)
                 if rec is None:
                     continue
-                settings = load_settings(self.store.notify_settings(ev.owner))
+                settings = known.get(ev.owner)
+                if settings is None:
+                    settings = known[ev.owner] = load_settings(self.store.notify_settings(ev.owner))
                 emails, hooks = self.channels(settings, event, rec.spec)
                 if not emails and not hooks:
                     continue

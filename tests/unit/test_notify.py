@@ -221,3 +221,14 @@ def test_a_tasks_own_notify_block_mails_within_the_sites_domains(store: Store) -
     assert notifier.channels(mine, "started", {"notify": {"events": ["start"]}}) == (["a@uni.example"], [])
     no_mail = Notifier(store, NotifyConfig(site=SitePolicy(email=False)), sender=Recorder())  # type: ignore[arg-type]
     assert no_mail.channels(none, "ended", spec) == ([], [])
+
+
+def test_a_test_notification_goes_only_where_the_site_still_allows(store: Store) -> None:
+    """Settings saved while the site allowed webhooks and e-mail; it no longer does: a test queues nothing."""
+    store.set_notify_settings("alice", {"email": "a@uni.example", "events": ["ended"],
+                                        "webhooks": [{"url": "https://example.org/h", "format": "json"}]})
+    off = Notifier(store, NotifyConfig(site=SitePolicy(email=False, webhooks=False)),
+                   sender=Recorder())  # type: ignore[arg-type]
+    assert off.queue_test("alice") == 0 and store.notification_history("alice") == []
+    on = Notifier(store, NotifyConfig(site=SitePolicy(email=True)), sender=Recorder())  # type: ignore[arg-type]
+    assert on.queue_test("alice") == 2
