@@ -357,6 +357,25 @@ class TaccClient:
         return self._json("GET", "/api/whoami")
 
     # quotas (admin routes answer 403 to others)
+    # notifications (docs/notifications.md)
+
+    def notifications(self) -> dict[str, Any]:
+        """Your notification settings and what the site allows: ``{"user", "settings", "site"}``."""
+        return self._json("GET", "/api/notifications")
+
+    def set_notifications(self, settings: dict[str, Any]) -> dict[str, Any]:
+        """Replace your notification settings (``{"email", "events", "webhooks"}``); as ``notifications()``."""
+        return self._json("PUT", "/api/notifications", body=json.dumps(settings).encode(),
+                          content_type="application/json")
+
+    def test_notification(self) -> dict[str, Any]:
+        """Queue a test notification to each of your channels: ``{"queued": N}``."""
+        return self._json("POST", "/api/notifications/test")
+
+    def notification_history(self, limit: int = 50) -> dict[str, Any]:
+        """Your recent deliveries, newest first: ``{"deliveries": [{"channel", "status", "last_error", ...}]}``."""
+        return self._json("GET", "/api/notifications/history", params={"limit": int(limit)})
+
     def my_quota(self, user: str | None = None) -> dict[str, Any]:
         return self._json("GET", "/api/quota", params={"user": user} if user else None)
 

@@ -8,6 +8,7 @@
 
 import type { ArrayInfo, PipelineInfo } from './arrays';
 import type { Attempts, Cluster, Ports, Task, TaskList, Usage } from './model';
+import type { Deliveries, NotifyInfo, NotifySettings } from './notify';
 
 export type RequestFn = (path: string, init?: RequestInit) => Promise<Response>;
 
@@ -31,7 +32,10 @@ export const ROUTES = {
   pipeline: (id: number) => `tacc/api/pipelines/${id}`,
   cancelPipeline: (id: number) => `tacc/api/pipelines/${id}/cancel`,
   cluster: 'tacc/api/cluster',
-  quota: 'tacc/api/quota'
+  quota: 'tacc/api/quota',
+  notifications: 'tacc/api/notifications',
+  notificationTest: 'tacc/api/notifications/test',
+  notificationHistory: 'tacc/api/notifications/history'
 } as const;
 
 /** What the user picks in "Submit this notebook" (keys as the server extension reads them). */
@@ -215,6 +219,29 @@ export class TaccApi {
 
   cluster(): Promise<Cluster> {
     return this.json<Cluster>(ROUTES.cluster);
+  }
+
+  /** The user's notification settings, what the site allows, and the path of their "My usage" page. */
+  notifications(): Promise<NotifyInfo> {
+    return this.json<NotifyInfo>(ROUTES.notifications);
+  }
+
+  /** Replace the user's notification settings; the service's refusal (422) names the field. */
+  saveNotifications(settings: NotifySettings): Promise<NotifyInfo> {
+    return this.json<NotifyInfo>(ROUTES.notifications, {
+      method: 'PUT',
+      body: JSON.stringify(settings),
+      headers: { 'Content-Type': 'application/json' }
+    });
+  }
+
+  /** Queue a test notification to each of the user's channels. */
+  testNotification(): Promise<{ queued: number }> {
+    return this.post<{ queued: number }>(ROUTES.notificationTest);
+  }
+
+  notificationHistory(limit = 10): Promise<Deliveries> {
+    return this.json<Deliveries>(`${ROUTES.notificationHistory}?limit=${limit}`);
   }
 
   /** Open the log stream from `query` (e.g. `offset=N`); the caller reads the body. */

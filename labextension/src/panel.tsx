@@ -16,6 +16,8 @@ import { ArrayRow, GroupProps, PipelineRow } from './arrayview';
 import { groupRows, rowOf } from './arrays';
 import { LogFollower, FollowState } from './follow';
 import { LogBuffer } from './logs';
+import { pageUrl } from './notify';
+import { openNotifications } from './notifyview';
 import {
   Cluster,
   Task,
@@ -457,6 +459,32 @@ function ClusterView({ model }: { model: TasksModel }): JSX.Element {
   );
 }
 
+/**
+ * A row under the header: "Notifications" (the settings dialog, notifyview.tsx) and "My usage" (the service's
+ * page of the user's GPU-hours, opened in a new tab; its path comes with the notification settings).
+ */
+function UserLinks({ model }: { model: TasksModel }): JSX.Element {
+  const [usage, setUsage] = React.useState<string | null>(null);
+  React.useEffect(() => {
+    model.api.notifications().then(
+      info => setUsage(pageUrl(info.usage_url, window.location.origin)),
+      () => setUsage(null)
+    );
+  }, [model]);
+  return (
+    <nav className="tacc-links" aria-label="Your settings and usage">
+      <button className="tacc-link tacc-notify-open" onClick={() => void openNotifications(model.api)}>
+        Notifications…
+      </button>
+      {usage && (
+        <a className="tacc-link tacc-usage-link" href={usage} target="_blank" rel="noopener noreferrer">
+          My usage ↗
+        </a>
+      )}
+    </nav>
+  );
+}
+
 export interface PanelCallbacks {
   submitCurrent: () => void;
   canSubmit: () => boolean;
@@ -534,6 +562,7 @@ function PanelBody({ model, cb, selected, onSelect, openGroups, onToggleGroup }:
           </button>
         </div>
       </header>
+      <UserLinks model={model} />
       {model.error && (
         <div className="tacc-error" role="alert">
           {model.error}

@@ -928,11 +928,12 @@ def quota(obj: Ctx, as_json: bool) -> None:
 
 
 def _register() -> None:
-    from . import tcloud_arrays, tcloud_exec, tcloud_ports
+    from . import tcloud_arrays, tcloud_exec, tcloud_notify, tcloud_ports
 
     tcloud_ports.register(cli)  # open, port-forward
     tcloud_exec.register(cli)  # exec, shell
     tcloud_arrays.register(cli)  # arrays and pipelines
+    tcloud_notify.register(cli)  # notify: e-mail and webhooks on task events
 
 
 _register()

@@ -21,6 +21,9 @@ Routes (``PATH`` is relative to the server's root directory; anything outside it
 - ``GET  /tacc/api/tasks/ID/logs``         ``?offset=&limit=`` → ``{offset, next_offset, data, eof, status}``.
 - ``GET  /tacc/api/tasks/ID/logs/stream``  ``?offset=`` → the service's server-sent events, relayed.
 - ``GET  /tacc/api/cluster``, ``GET /tacc/api/quota``.
+- ``GET|PUT /tacc/api/notifications``, ``POST /tacc/api/notifications/test``,
+  ``GET /tacc/api/notifications/history``: the user's notification settings, relayed (docs/notifications.md);
+  the GET's ``usage_url`` is the path of the service's "My usage" page.
 - ``GET  /tacc/api/tasks/ID/ports``     → ``{"task_id", "ports": [{"port", "declared", "listening", "label", "url"}]}``
   (``url`` is the hub's ``<service>/tasks/ID/proxy/PORT/``: the browser opens it directly, not through here).
 - ``GET  /tacc/api/tasks/ID/usage``     → ``{"task_id", "interval", "gpus", "samples", "mean_util", "peak_util"}``.
@@ -409,6 +412,41 @@ class ExtendHandler(TaccHandler):
         await self._relay("extend", int(task_id), seconds)
 
 
+class NotificationsHandler(TaccHandler):
+    """The user's notification settings, relayed (GET; PUT replaces them: the service validates the body)."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        await self._relay("notifications")
+
+    @web.authenticated
+    @authorized
+    async def put(self) -> None:
+        try:
+            body = json.loads(self.request.body or b"")
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            self._fail(400, "give the settings as a JSON object", [{"field": "body", "message": "not a JSON object"}])
+            return
+        await self._relay("set_notifications", body)
+
+
+class NotificationTestHandler(TaccHandler):
+    @web.authenticated
+    @authorized
+    async def post(self) -> None:
+        await self._relay("test_notification")
+
+
+class NotificationHistoryHandler(TaccHandler):
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        await self._relay("notification_history", min(self._int_arg("limit", 50), 200) or 1)
+
+
 EXEC_MAX_MESSAGE = 4 * 1024 * 1024  # a frame larger than this (either way) closes the relay
 
 
@@ -524,6 +562,9 @@ ROUTES: list[tuple[str, type[TaccHandler] | type[ExecRelay]]] = [
     (r"/tacc/api/pipelines/(\d+)/cancel", PipelineCancelHandler),
     (r"/tacc/api/cluster", ClusterHandler),
     (r"/tacc/api/quota", QuotaHandler),
+    (r"/tacc/api/notifications", NotificationsHandler),
+    (r"/tacc/api/notifications/test", NotificationTestHandler),
+    (r"/tacc/api/notifications/history", NotificationHistoryHandler),
 ]
 
 

@@ -32,6 +32,10 @@ import tacc_hub
 from tacc_hub.compiler import SiteProfile
 from tacc_hub.executors import Executor, LocalExecutor, SlurmExecutor
 from tacc_hub.executors.identity import Identity
+from tacc_hub.notify import Notifier, NotifyConfig, SitePolicy
+from tacc_hub.notify.deliver import SmtpSettings
+from tacc_hub.notify.settings import USER_EVENTS
+from tacc_hub.notify.urlcheck import own_addresses
 from tacc_hub.scheduler import native
 from tacc_hub.scheduler.policies import POLICIES, make
 from tacc_hub.snapshot import DEFAULT_LIMITS, CodeStore
@@ -50,6 +54,7 @@ from .meta import HealthHandler, OpenAPIHandler, WhoAmIHandler
 from .metrics import Metrics
 from .metrics_api import MetricsHandler
 from .myusage import MyUsageHandler
+from .notifications import ROUTES as NOTIFY_ROUTES
 from .offload import HeavyWork
 from .openapi import build_openapi
 from .proxy import ROUTES as PROXY_ROUTES
@@ -92,6 +97,7 @@ ROUTES: list[tuple[str, Any]] = [
     *EXEC_ROUTES,  # exec and shell (execws.py)
     *PROXY_ROUTES,  # its web ports (proxy.py)
     *ARRAY_ROUTES,  # arrays and pipelines (arrays.py)
+    *NOTIFY_ROUTES,  # notification settings, test and history (notifications.py)
 ]
 
 
@@ -296,6 +302,61 @@ class TaccHub(Application):
     conda_command = Unicode("", config=True, help="conda or micromamba executable for conda specs; default: found "
                             "on PATH, else conda specs are refused with a clear error.")
 
+    # -- notifications (tacc_hub/notify, docs/notifications.md) --
+    smtp_host = Unicode("", config=True, help="SMTP server that e-mails notifications (host name). Empty: no "
+                        "e-mail; users may then set only webhooks. Example: 'smtp.uni.edu'.")
+    smtp_port = Integer(587, config=True, help="TCP port of smtp_host: 587 for STARTTLS (submission), 465 for "
+                        "implicit TLS, 25 for a relay on a trusted network.")
+    smtp_security = Enum(["starttls", "ssl", "none"], "starttls", config=True,
+                         help="How the connection to smtp_host is encrypted: starttls (upgrade after connecting; "
+                         "port 587), ssl (TLS from the first byte; port 465) or none (a local relay only: the "
+                         "password, if any, would cross the network in clear).")
+    smtp_from = Unicode("tacc@localhost", config=True, help="From: address of notification e-mails. Example: "
+                        "'GPU cluster <tacc-noreply@uni.edu>'.")
+    smtp_user = Unicode("", config=True, help="User name to log in to smtp_host with; empty: no login.")
+    smtp_password_file = Unicode("", config=True, help="File holding the SMTP password (its first line), read at "
+                                 "start, so the password stays out of the config file and the process list; keep "
+                                 "it mode 0600. Example: '/etc/tacc-hub/smtp-password'.")
+    notify_webhooks = Bool(True, config=True, help="Whether users may set webhooks (a JSON POST in the generic, "
+                           "Slack or Teams shape). Off: e-mail only.")
+    notify_webhook_hosts = List(Unicode(), config=True,
+                                help="Webhook hosts exempt from the address rule: 'host' or 'host:port' patterns, "
+                                "'*' as a wildcard (e.g. 'hooks.internal.uni.edu', '*.webhook.office.com', "
+                                "'10.1.2.3:8080'). By default a webhook URL must lead only to public addresses: "
+                                "never loopback, link-local (169.254.169.254), private, multicast or reserved ones "
+                                "nor the service's own, checked when it is saved and again at each delivery (so "
+                                "that DNS rebinding reaches nothing); this list lets a site allow its own chat "
+                                "server on a private network.")
+    notify_webhook_hosts_only = Bool(False, config=True, help="Accept only webhooks whose host matches "
+                                     "notify_webhook_hosts (a strict allow-list, e.g. ['hooks.slack.com', "
+                                     "'*.webhook.office.com']).")
+    notify_events = List(Unicode(), ["started", "ended", "failed", "preempted", "near_limit", "cancelled"],
+                         config=True, help="Events users may be told of: started, ended (succeeded), failed "
+                         "(failed, lost, timed out), preempted (preempted or requeued), near_limit (the task's "
+                         "SIGUSR1 warning, qos.warn_before, default 5 minutes before its time limit), cancelled. "
+                         "Empty: notifications are off.")
+    notify_max_webhooks = Integer(5, config=True, help="Most webhooks one user may set (each event is POSTed to "
+                                  "each of them).")
+    notify_email_domains = List(Unicode(), config=True, help="Domains users may have notifications e-mailed to "
+                                "(subdomains included), e.g. ['uni.edu']; empty: any. Keeps the service from being "
+                                "a way to mail strangers.")
+    notify_rate_per_minute = Integer(20, config=True, help="Most notifications one user gets a minute (events; "
+                                     "each goes to all their channels). Beyond it they are dropped and counted, and "
+                                     "the next one says how many were; so that an array of 1,000 tasks cannot make "
+                                     "the service spam.")
+    notify_retry_delays = List(Float(), [30.0, 120.0, 600.0, 1800.0], config=True,
+                               help="Seconds to wait before each retry of a delivery that failed (the length is the "
+                               "number of retries); after the last one it is marked failed, with its last error "
+                               "in the user's history (tcloud notify history). Default: 30 s, 2, 10 and 30 min.")
+    notify_timeout = Float(10.0, config=True, help="Seconds one delivery try (SMTP conversation or webhook POST) "
+                           "may take before it counts as failed; a slow endpoint holds up only its own "
+                           "notifications, and one delivery slot for at most this long.")
+    notify_concurrency = Integer(16, config=True, help="Most deliveries tried at once, all destinations together "
+                                 "(each destination has at most one try in flight).")
+    notify_task_link = Unicode("", config=True, help="Link to a task put in each notification; '{id}' is replaced "
+                               "by its id. Example: 'https://hub.uni.edu/services/tacc/api/tasks/{id}'. Empty: "
+                               "no link.")
+
     @default("log_level")
     def _log_level(self) -> int:
         return logging.INFO  # the access log and the startup lines; --log-level=WARN silences them
@@ -459,6 +520,23 @@ class TaccHub(Application):
             gpu_query_command=tuple(self.gpu_query_command),
             max_exec_sessions=self.max_exec_sessions, exec_idle_timeout=self.exec_idle_timeout)
 
+    def notify_config(self) -> NotifyConfig:
+        """The notifier's settings from the ``smtp_*`` and ``notify_*`` ones."""
+        password = ""
+        if self.smtp_password_file:
+            lines = Path(self.smtp_password_file).read_text().splitlines()
+            password = lines[0] if lines else ""
+        site = SitePolicy(email=bool(self.smtp_host), webhooks=self.notify_webhooks,
+                          events=tuple(e for e in USER_EVENTS if e in self.notify_events),
+                          max_webhooks=self.notify_max_webhooks, email_domains=tuple(self.notify_email_domains),
+                          webhook_hosts=tuple(self.notify_webhook_hosts),
+                          webhook_hosts_only=self.notify_webhook_hosts_only, own_addresses=own_addresses(self.ip))
+        smtp = SmtpSettings(host=self.smtp_host, port=self.smtp_port, sender=self.smtp_from,
+                            security=self.smtp_security, user=self.smtp_user, password=password)
+        return NotifyConfig(site=site, smtp=smtp, retry_delays=tuple(self.notify_retry_delays),
+                            timeout=self.notify_timeout, concurrency=self.notify_concurrency,
+                            rate_per_minute=self.notify_rate_per_minute, task_link=self.notify_task_link)
+
     def open_store(self) -> Store:
         Path(self.state_dir).mkdir(parents=True, exist_ok=True)
         Path(self.state_dir).chmod(0o700)  # the store, tokens, cookie secret, code store: the service's alone
@@ -502,7 +580,9 @@ class TaccHub(Application):
                              max_body_bytes=self.max_body_bytes, log_poll_interval=self.log_poll_interval,
                              quota_period=self.quota_period, quotas_changed=changed,
                              heavy=HeavyWork(workers=self.heavy_workers), archive_limits=limits,
-                             running=self.running_settings(), metrics=metrics)
+                             running=self.running_settings(), metrics=metrics,
+                             notifier=Notifier(store, self.notify_config()))
+        controller.events.subscribe(ctx.notifier.on_event)  # type: ignore[union-attr]
         controller.running = ctx.running
         controller.restart_backoff = self.restart_backoff
         return ctx, make_app(ctx, self.base_url, hub=hub, cookie_secret=self.cookie_secret() if hub else None)
@@ -513,6 +593,8 @@ class TaccHub(Application):
         if ctx.metrics is not None:
             ctx.metrics.count_start(Path(self.state_dir))  # tacc_service_starts_total survives restarts
         await ctx.controller.start()
+        if ctx.notifier is not None:
+            await ctx.notifier.start()
         sampler = GpuSampler(ctx)
         sampler.start()
         # Every API handler streams its body and sets its own limit before reading any of it (see base.py);
@@ -533,6 +615,8 @@ class TaccHub(Application):
         ctx.heavy.close()
         await sampler.stop()
         await ctx.controller.stop()
+        if ctx.notifier is not None:
+            await ctx.notifier.stop()  # after the controller: its last events are written to the outbox
         ctx.store.close()
         await self._abandon_leftovers()
 

@@ -37,6 +37,8 @@ from .offload import Busy, HeavyWork
 from .running_settings import RunningSettings
 
 if TYPE_CHECKING:
+    from tacc_hub.notify import Notifier
+
     from .metrics import Metrics
 
 T = TypeVar("T")
@@ -65,6 +67,7 @@ class ServiceContext:
     archive_limits: ArchiveLimits = DEFAULT_LIMITS  # caps on what an uploaded code snapshot unpacks to
     running: RunningSettings = field(default_factory=RunningSettings)  # ports, exec, time, GPU samples
     metrics: Metrics | None = None  # Prometheus series (metrics.py); None: none kept, /metrics answers 404
+    notifier: Notifier | None = None  # notifications of task events (tacc_hub/notify); None: off
 
 
 def _raise(exc: BaseException, *args: object, **kwargs: object) -> None:

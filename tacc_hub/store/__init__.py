@@ -6,6 +6,7 @@ Only the service imports this package; see :mod:`tacc_hub.store.store` for the i
 from .batcher import InsertBatcher
 from .groups import ArrayRecord, DependencyRecord, PipelineRecord
 from .models import api_tokens, code_snapshots, memberships, metadata, quotas, tasks
+from .notify import OutboxRow
 from .quotas import DEFAULT_GROUP, DEFAULT_NAME, QuotaError, QuotaRow
 from .records import NewTask, TaskRecord
 from .running import Attempt, AuditEvent, GpuSample
@@ -27,6 +28,7 @@ __all__ = [
     "IllegalTransition",
     "InsertBatcher",
     "NewTask",
+    "OutboxRow",
     "PipelineRecord",
     "QuotaError",
     "QuotaRow",

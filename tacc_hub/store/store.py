@@ -49,6 +49,7 @@ from sqlalchemy.pool import StaticPool
 
 from .groups import GroupStore
 from .models import tasks
+from .notify import NotifyStore
 from .quotas import QuotaStore
 from .records import NewTask, TaskRecord
 from .running import RunningStore
@@ -104,7 +105,7 @@ def alembic_config(url: str | None = None) -> Config:
     return cfg
 
 
-class Store(QuotaStore, TokenStore, CodeOwnerStore, RunningStore, GroupStore, StatsStore):
+class Store(QuotaStore, TokenStore, CodeOwnerStore, RunningStore, GroupStore, StatsStore, NotifyStore):
     """Tasks, API tokens, quotas and memberships in SQLite or PostgreSQL; see the module docstring.
 
     Quota, membership and usage methods come from :class:`~tacc_hub.store.quotas.QuotaStore`; tokens and
