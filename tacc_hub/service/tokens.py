@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 from tacc_hub.schema import SpecError
 from tacc_hub.store import TokenInfo
 
+from .audit import record
 from .auth import TokenFieldError, check_user, issue_token
 from .base import ApiError, ApiHandler
 
@@ -65,6 +66,13 @@ def token_out(info: TokenInfo, now: float | None = None) -> dict[str, Any]:
             "expires_at": info.expires_at, "revoked_at": info.revoked_at}
 
 
+def audited(info: TokenInfo, now: float | None = None) -> dict[str, Any]:
+    """A token as the audit trail keeps it: who it is for, what it may do, its note and expiry; never the token
+    (nor its hash)."""
+    return {"user": info.user, "admin": info.admin, "note": info.note, "expires_at": info.expires_at,
+            "state": info.state(time.time() if now is None else now)}
+
+
 def _field_error(exc: TokenFieldError, status: int = 400) -> ApiError:
     return ApiError(status, str(exc)[:2000], [{"field": exc.field, "message": exc.message[:500]}])
 
@@ -99,6 +107,8 @@ class _TokenHandler(ApiHandler):
         forget = getattr(self.ctx.auth, "tokens_changed", None)
         if forget is not None:
             forget()
+        if info.revoked_at is None and after is not None:  # revoking a revoked token changes nothing
+            record(self, "token_revoke", f"token:{info.id}", before=audited(info), after=audited(after))
         self.write_json(token_out(after or info))
 
 
@@ -137,6 +147,7 @@ class AdminTokensHandler(_TokenHandler):
         info = self.ctx.store.get_token(token_id)
         if info is None:  # revoked and gone between two statements: not for a fresh token
             raise ApiError(500, "the new token was not found")
+        record(self, "token_create", f"token:{info.id}", before=None, after=audited(info))
         self.write_json({**token_out(info), "token": token}, status=201)
 
 
