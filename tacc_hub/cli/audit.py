@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shlex
 import sys
 import time
 import unicodedata
@@ -18,7 +19,7 @@ from typing import Any, NoReturn
 
 import click
 
-WIDE = 60  # longest CHANGE cell of the table; --json has it all
+WIDE = 80  # longest CHANGE cell of the table; --json has it all
 
 
 def cli_actor() -> str:
@@ -38,10 +39,10 @@ def printable(text: str, width: int | None = None) -> str:
 
 
 def _value(v: Any) -> str:
-    if v is None:
-        return "-"
     if isinstance(v, str):
         return v
+    if isinstance(v, list) and v and all(isinstance(a, str) for a in v):
+        return shlex.join(v)  # an argv as a shell would show it
     return json.dumps(v, ensure_ascii=False, sort_keys=True)
 
 

@@ -27,7 +27,7 @@ from tacc_hub.store.models import AUDIT_TARGET_LEN, NAME_LEN
 from .base import MAX_ID, ApiError, ApiHandler
 
 MAX_PAGE = 1000
-_EPOCH = re.compile(r"\d{1,11}(?:\.\d{1,6})?")
+_EPOCH = re.compile(r"\d{1,11}(?:\.\d{1,9})?")
 _RELATIVE = re.compile(r"(\d{1,6})([smhdw])")
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _LONGEST_WHEN = 40
@@ -118,11 +118,15 @@ class AuditHandler(ApiHandler):
                                   "403": "not an admin"}}}
 
     def _text(self, name: str, check: Any) -> Any:
-        raw = self.get_query_argument(name, None)
-        if raw is None:
+        # the raw value: tornado's get_query_argument drops control characters, which must be refused instead
+        values = self.request.query_arguments.get(name)
+        if not values:
             return None
         try:
-            return check(raw)
+            return check(values[-1].decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ApiError(400, f"query parameter {name}: not UTF-8", [{"field": name, "message": "not UTF-8"}]) \
+                from None
         except ValueError as exc:
             raise ApiError(400, f"query parameter {exc}", [{"field": name, "message": str(exc)}]) from None
 
