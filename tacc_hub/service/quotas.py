@@ -4,7 +4,8 @@ Invariants: every ``/api/admin/...`` endpoint answers 403 to a caller who is not
 before it reads or writes anything. Names in paths and bodies are checked by the store
 (:mod:`tacc_hub.store.quotas`) and a bad one is a 400 naming the field; nothing is written
 then. Every successful change calls ``ctx.quotas_changed()`` so the live scheduler reloads
-quotas. Usage is GPU-hours within the current accounting period (``TaccHub.quota_period``).
+quotas, and is recorded in the audit trail (quota_set, quota_delete, group_set, group_clear: see
+:mod:`.audit`). Usage is GPU-hours within the current accounting period (``TaccHub.quota_period``).
 """
 
 from __future__ import annotations

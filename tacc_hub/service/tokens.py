@@ -5,7 +5,8 @@ shows a token or its hash. ``/api/admin/tokens...`` answers 403 to a non-admin b
 or writes anything. ``/api/tokens...`` are the caller's own tokens only: another user's token id
 is answered 404, as an unknown id (admins too: they use the admin routes). Every field is checked
 (400 naming it) before anything is stored. A revocation empties this process's token cache, so
-that the revoked token is refused on the very next request.
+that the revoked token is refused on the very next request. Making and revoking a token is recorded in the
+audit trail (token_create, token_revoke: its id, user, admin flag, note and expiry, never the token).
 """
 
 from __future__ import annotations
