@@ -80,7 +80,7 @@ def _when(t: float) -> str:
 @click.option("--since", help="Only at or after: 2026-12-01, 2026-12-01T10:00 (UTC), epoch seconds, or a time "
                               "ago: 7d, 24h, 30m.")
 @click.option("--until", help="Only before (as --since).")
-@click.option("--limit", type=click.IntRange(1, 10000), default=50, show_default=True, help="Most events shown.")
+@click.option("--limit", type=click.IntRange(1, 9999), default=50, show_default=True, help="Most events shown.")
 @click.option("--before", "before_id", type=click.IntRange(1, 2**62), help="Only events older than this id "
                                                                            "(the next page).")
 @click.option("--json", "as_json", is_flag=True, help="The events as JSON (as GET /api/admin/audit answers).")
