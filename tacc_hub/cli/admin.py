@@ -3,7 +3,8 @@
 Commands: ``serve`` (the service on the embedded default: local executor +
 SQLite), ``token USER [--admin] [--expires 30d] [--note TEXT]`` (print a new API token;
 ``token list``, ``token revoke ID...|--user U``), ``migrate`` (upgrade the store's schema),
-``check`` (the store's consistency), ``config-doc`` (the configuration reference, generated
+``check`` (the store's consistency), ``audit`` (the audit trail: :mod:`tacc_hub.cli.audit`; token
+create and revoke are recorded there, by ``cli:<unix user>``), ``config-doc`` (the configuration reference, generated
 from the settings' help), ``quota`` (quotas and groups, set on the running service over its
 API: see :mod:`tacc_hub.cli.quota`), ``usage --since DAY [--csv]`` (GPU-hours per day and user:
 :mod:`tacc_hub.cli.usage`). Every command reads the same configuration
@@ -15,15 +16,19 @@ from __future__ import annotations
 import sys
 import time
 import unicodedata
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from tacc_hub import __version__
+from tacc_hub.cli.audit import audit, cli_actor
 from tacc_hub.cli.quota import quota
 from tacc_hub.cli.simulate import simulate
 from tacc_hub.cli.usage import usage
 from tacc_hub.service.app import TaccHub
+
+if TYPE_CHECKING:
+    from tacc_hub.store import TokenInfo
 
 
 def _app(config: str | None, state_dir: str | None, db_url: str | None) -> TaccHub:
@@ -113,9 +118,15 @@ def token_create(user: str, admin: bool, expires: str, note: str | None, config:
         parse_expires(expires, field="--expires")
     except TokenFieldError as exc:
         _fail(str(exc))
+    from tacc_hub.service.tokens import audited
+
     store = _app(config, state_dir, db_url).open_store()
     try:
-        click.echo(issue_token(store, user, admin=admin, note=note, expires=expires)[0])
+        token, token_id = issue_token(store, user, admin=admin, note=note, expires=expires)
+        info = store.get_token(token_id)
+        if info is not None:
+            store.add_audit(cli_actor(), "token_create", None, target=f"token:{token_id}", after=audited(info))
+        click.echo(token)
     finally:
         store.close()
 
@@ -187,10 +198,22 @@ def token_revoke(ids: tuple[str, ...], user: str | None, config: str | None, sta
             check_user(user, field="--user")
         except TokenFieldError as exc:
             _fail(str(exc))
+    from tacc_hub.service.tokens import audited
+
     store = _app(config, state_dir, db_url).open_store()
+
+    def revoked(info: TokenInfo) -> None:
+        after = store.get_token(info.id)
+        if after is not None:
+            store.add_audit(cli_actor(), "token_revoke", None, target=f"token:{info.id}", before=audited(info),
+                            after=audited(after))
+
     try:
         if user is not None:
+            live = [i for i in store.list_tokens(user, include_inactive=True) if i.revoked_at is None]
             n = store.revoke_tokens(user)
+            for one in live:
+                revoked(one)
             click.echo(f"revoked {n} token{'' if n == 1 else 's'} of {user}")
             return
         infos = {i: store.get_token(i) for i in dict.fromkeys(wanted)}
@@ -203,6 +226,7 @@ def token_revoke(ids: tuple[str, ...], user: str | None, config: str | None, sta
                 click.echo(f"token {i} ({info.user}) was already revoked")
                 continue
             store.revoke_token(i)
+            revoked(info)
             click.echo(f"revoked token {i} ({info.user})")
     finally:
         store.close()
@@ -261,6 +285,7 @@ def render_config_doc() -> str:
 cli.add_command(simulate)
 cli.add_command(quota)
 cli.add_command(usage)
+cli.add_command(audit)
 
 
 def main() -> None:

@@ -41,7 +41,9 @@ from tacc_hub.scheduler.policies import POLICIES, make
 from tacc_hub.snapshot import DEFAULT_LIMITS, CodeStore
 from tacc_hub.store import Store
 
+from . import logformat
 from .arrays import ROUTES as ARRAY_ROUTES
+from .audit import ROUTES as AUDIT_ROUTES
 from .auth import Authenticator, TokenAuth
 from .base import ServiceContext
 from .cluster import ClusterHandler
@@ -98,6 +100,7 @@ ROUTES: list[tuple[str, Any]] = [
     *PROXY_ROUTES,  # its web ports (proxy.py)
     *ARRAY_ROUTES,  # arrays and pipelines (arrays.py)
     *NOTIFY_ROUTES,  # notification settings, test and history (notifications.py)
+    *AUDIT_ROUTES,  # the audit trail (audit.py)
 ]
 
 
@@ -130,8 +133,13 @@ def log_request(handler: tornado.web.RequestHandler) -> None:
     else:
         level = logging.INFO if status < 500 else logging.ERROR
     req = handler.request
-    access_log.log(level, "%d %s %s (%s) %.2fms", status, req.method, req.path, req.remote_ip,
-                   1000.0 * req.request_time())
+    ms = 1000.0 * req.request_time()
+    fields: dict[str, Any] = {"status": status, "method": req.method, "path": req.path, "remote_ip": req.remote_ip,
+                              "duration_ms": round(ms, 2)}  # fields of a JSON log line (log_format json)
+    rid = getattr(handler, "request_id", None)
+    if rid:
+        fields["request_id"] = rid
+    access_log.log(level, "%d %s %s (%s) %.2fms", status, req.method, req.path, req.remote_ip, ms, extra=fields)
 
 
 class _NotFound(HealthHandler):
@@ -356,6 +364,16 @@ class TaccHub(Application):
     notify_task_link = Unicode("", config=True, help="Link to a task put in each notification; '{id}' is replaced "
                                "by its id. Example: 'https://hub.uni.edu/services/tacc/api/tasks/{id}'. Empty: "
                                "no link.")
+    log_format = Enum(["text", "json"], "text", config=True,
+                      help="How the service writes its log lines (stderr), the access log included. text: for "
+                      "people ('2026-12-03 18:40:02,114 INFO tornado.access [5f0c2a9e41d7b386]: 403 GET "
+                      "/api/admin/audit (127.0.0.1) 1.92ms', the request id in brackets). json: one JSON object "
+                      "per line, for a log collector (Loki, Elasticsearch, journald): {\"time\": "
+                      "\"2026-12-03T18:40:02.114+00:00\", \"level\": \"INFO\", \"logger\": \"tornado.access\", "
+                      "\"message\": \"403 GET /api/admin/audit (127.0.0.1) 1.92ms\", \"request_id\": "
+                      "\"5f0c2a9e41d7b386\", \"status\": 403, ...}; a traceback is in \"exception\". Every "
+                      "line written in a request carries its id (the X-Request-Id response header). See "
+                      "docs/audit.md.")
 
     @default("log_level")
     def _log_level(self) -> int:
@@ -402,10 +420,17 @@ class TaccHub(Application):
         if self.config_file and Path(self.config_file).exists():
             self.load_config_file(self.config_file)
             self.parse_command_line(argv)  # the command line wins over the file
-        level = self.log_level  # --log-level / c.Application.log_level (traitlets turns a name into its number)
-        logging.basicConfig(level=level if isinstance(level, int | str) else logging.INFO,
-                            format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        self._configure_logging()
         logging.getLogger("alembic").setLevel(logging.WARNING)  # "Context impl SQLiteImpl" on every start
+
+    def _configure_logging(self) -> None:
+        """One handler on the root logger for every line, in ``log_format`` (:mod:`.logformat`); traitlets' own
+        handler for this application's logger (whose format template ``log_format`` was) is not used."""
+        level = self.log_level  # --log-level / c.Application.log_level (traitlets turns a name into its number)
+        logformat.configure(level if isinstance(level, int | str) else logging.INFO, self.log_format)
+        own = logging.getLogger(type(self).__name__)
+        own.propagate = True  # self.log: through the root's handler, as every other logger
+        self._logging_configured = True
 
     def quotas_changed(self) -> None:
         """Quotas or memberships were changed through the API: let the live scheduler reload them."""

@@ -23,6 +23,7 @@ from tacc_hub.schema.pipeline import PipelineSpec
 from tacc_hub.store import TaskRecord
 
 from . import groups
+from .audit import record
 from .base import MAX_ID, ApiError, ApiHandler
 from .controller import Controller
 from .heavyjobs import YAML_TYPES, Refused, parse_pipeline, parse_pipeline_job
@@ -157,8 +158,13 @@ class ArrayCancelHandler(ApiHandler):
     async def post(self, array_id: str) -> None:
         arr = visible_array(self, array_id)
         ctl = self.ctx.controller
+        before = ctl.array_summary(arr)["status"] if arr.owner != self.user else None
         n = await ctl.cancel_array(arr.id)
-        self.write_json({**array_out(ctl, arr), "cancelled": n})
+        out = {**array_out(ctl, arr), "cancelled": n}
+        if arr.owner != self.user:  # an admin's cancel of someone else's array
+            record(self, "cancel", f"array:{arr.id}", before={"status": before, "owner": arr.owner},
+                   after={"status": out["status"], "owner": arr.owner, "cancelled": n})
+        self.write_json(out)
 
 
 class PipelinesHandler(ApiHandler):
@@ -230,8 +236,13 @@ class PipelineCancelHandler(ApiHandler):
     async def post(self, pipeline_id: str) -> None:
         p = visible_pipeline(self, pipeline_id)
         ctl = self.ctx.controller
+        before = ctl.pipeline_summary(p).get("status") if p.owner != self.user else None
         n = await ctl.cancel_pipeline(p.id)
-        self.write_json({**pipeline_out(ctl, p), "cancelled": n})
+        out = {**pipeline_out(ctl, p), "cancelled": n}
+        if p.owner != self.user:  # an admin's cancel of someone else's pipeline
+            record(self, "cancel", f"pipeline:{p.id}", before={"status": before, "owner": p.owner},
+                   after={"status": out["status"], "owner": p.owner, "cancelled": n})
+        self.write_json(out)
 
 
 ROUTES: list[tuple[str, Any]] = [

@@ -34,6 +34,8 @@ from tacc_hub.store import Store, TaskRecord
 from .auth import Authenticator, Denied, Identity
 from .controller import Controller
 from .offload import Busy, HeavyWork
+from .requestid import HEADER as REQUEST_ID_HEADER
+from .requestid import REQUEST_ID, from_header
 from .running_settings import RunningSettings
 
 if TYPE_CHECKING:
@@ -104,6 +106,12 @@ class ApiHandler(tornado.web.RequestHandler):
     def set_default_headers(self) -> None:
         self.set_header("Content-Type", "application/json; charset=UTF-8")
         self.set_header("Cache-Control", "no-store")
+        self.set_header(REQUEST_ID_HEADER, self.request_id)
+
+    @functools.cached_property
+    def request_id(self) -> str:
+        """This request's id (:mod:`.requestid`): answered in X-Request-Id, on its log lines and audit rows."""
+        return from_header(self.request.headers.get(REQUEST_ID_HEADER))
 
     def body_limit(self) -> int:
         """Largest body this request may carry, in bytes: ``max_body_bytes`` (task specs, quota changes) for a
@@ -113,6 +121,7 @@ class ApiHandler(tornado.web.RequestHandler):
         return self.ctx.max_body_bytes
 
     async def prepare(self) -> None:
+        REQUEST_ID.set(self.request_id)  # this request's coroutine only: its log lines and audit rows
         limit = self._limit
         try:
             declared = int(self.request.headers.get("Content-Length", "0").split(",")[0])

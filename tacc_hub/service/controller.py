@@ -66,7 +66,7 @@ from tacc_hub.schema.task import DEFAULT_WARN_BEFORE
 from tacc_hub.snapshot import CodeStore
 from tacc_hub.store import InsertBatcher, NewTask, Store, TaskRecord, TaskStatus
 
-from . import nodes
+from . import nodes, requestid
 from .events import Events, TaskEvent
 from .gcpause import GcPacer
 from .groups import GroupsMixin
@@ -942,7 +942,9 @@ class Controller(RecoveryMixin, GroupsMixin):
             live.extended += seconds
             live.state = {**live.state, EXTENDED_KEY: live.extended}
             self.store.update(rec.id, expected=(S.RUNNING,), executor_state=live.state)
-            self.store.add_audit(by_user, "extend", rec.id, {"seconds": seconds, "before": before, "after": after})
+            self.store.add_audit(by_user, "extend", rec.id, {"seconds": seconds, "before": before, "after": after},
+                                 target=f"task:{rec.id}", before={"time_limit": before}, after={"time_limit": after},
+                                 request_id=requestid.current())
             log.info("task %s: time limit extended by %s s to %s s by %s", rec.id, seconds, after, by_user)
             return self.store.get(rec.id) or rec
 

@@ -47,6 +47,7 @@ from tacc_hub.schema import SpecError
 from tacc_hub.schema.jsonsafe import load_json
 from tacc_hub.store import TaskRecord
 
+from . import requestid
 from .auth import Denied, Identity
 from .base import MAX_ID, ServiceContext
 
@@ -145,6 +146,7 @@ class ExecSocket(tornado.websocket.WebSocketHandler):
 
     ctx: ServiceContext
     identity: Identity
+    request_id: str | None = None  # this upgrade's id (requestid), on its audit rows and log lines
 
     def initialize(self, ctx: ServiceContext) -> None:
         self.ctx = ctx
@@ -168,6 +170,9 @@ class ExecSocket(tornado.websocket.WebSocketHandler):
 
     async def get(self, *args: Any, **kwargs: Any) -> None:
         task_id = str(args[0]) if args else ""
+        self.request_id = requestid.from_header(self.request.headers.get(requestid.HEADER))
+        requestid.REQUEST_ID.set(self.request_id)  # the session's log lines (its coroutines inherit it)
+        self.set_header(requestid.HEADER, self.request_id)
         try:
             self.identity = await self.ctx.auth.authenticate(self)
         except Denied as exc:
@@ -294,7 +299,8 @@ class ExecSocket(tornado.websocket.WebSocketHandler):
             return
         node = min((n.node for n in placement.nodes), key=_natural) if placement and placement.nodes else None
         self.ctx.store.add_audit(self.identity.user, "shell" if tty else "exec", rec.id,
-                                 {"argv": argv, "tty": tty, "node": node})
+                                 {"argv": argv, "tty": tty, "node": node}, target=f"task:{rec.id}",
+                                 request_id=self.request_id)
         env = self._env(executor, tty)
         try:
             if tty:

@@ -142,7 +142,7 @@ async def admit(ctx: ServiceContext, who: Identity, task_text: str, port_text: s
         raise ApiError(501, str(exc)) from None
     mark = (who.user, tid, port)
     if mark not in _audited:
-        ctx.store.add_audit(who.user, "proxy", tid, {"port": port})
+        ctx.store.add_audit(who.user, "proxy", tid, {"port": port}, target=f"task:{tid}")
         _audited.add(mark)
     return Target(rec, port, host, foreign_admin=rec.owner != who.user)
 

@@ -4,7 +4,8 @@ Invariants: every ``/api/admin/...`` endpoint answers 403 to a caller who is not
 before it reads or writes anything. Names in paths and bodies are checked by the store
 (:mod:`tacc_hub.store.quotas`) and a bad one is a 400 naming the field; nothing is written
 then. Every successful change calls ``ctx.quotas_changed()`` so the live scheduler reloads
-quotas. Usage is GPU-hours within the current accounting period (``TaccHub.quota_period``).
+quotas, and is recorded in the audit trail (quota_set, quota_delete, group_set, group_clear: see
+:mod:`.audit`). Usage is GPU-hours within the current accounting period (``TaccHub.quota_period``).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from pydantic import BaseModel, ValidationError
 from tacc_hub.scheduler.policy import Limits
 from tacc_hub.scheduler.quota import period_end, period_start, usage_by_group
 from tacc_hub.schema import SpecError
-from tacc_hub.store import DEFAULT_GROUP, QuotaError
+from tacc_hub.store import DEFAULT_GROUP, QuotaError, QuotaRow
 from tacc_hub.store.quotas import check_name
 
+from .audit import record
 from .base import ApiError, ApiHandler
 from .models import GroupIn, GroupsOut, MembershipOut, MyQuotaOut, QuotaIn, QuotaListOut, QuotaOut
 
@@ -31,6 +33,13 @@ _ROW_ERRORS = {**_ADMIN_ERRORS, "404": "this user or group has no quota row"}
 
 def _limits(lim: Limits) -> dict[str, Any]:
     return {"max_gpus": lim.max_gpus, "guaranteed_gpus": lim.guaranteed_gpus, "gpu_hours": lim.gpu_hours}
+
+
+def _audited(row: QuotaRow | None) -> dict[str, Any] | None:
+    """A quota row as the audit trail keeps it (its limits; who and when are the event's own)."""
+    if row is None:
+        return None
+    return {"max_gpus": row.max_gpus, "guaranteed_gpus": row.guaranteed_gpus, "gpu_hours": row.gpu_hours}
 
 
 def _quota_error(exc: QuotaError) -> ApiError:
@@ -116,12 +125,14 @@ class QuotaHandler(ApiHandler):
     def put(self, kind: str, name: str) -> None:
         name = self._name(kind, name)
         body = _parse(self, QuotaIn)
+        old = self.ctx.store.get_quota(kind, name)
         try:
             row = self.ctx.store.set_quota(kind, name, max_gpus=body.max_gpus,
                                            guaranteed_gpus=body.guaranteed_gpus, gpu_hours=body.gpu_hours)
         except QuotaError as exc:
             raise _quota_error(exc) from None
         self.ctx.quotas_changed()
+        record(self, "quota_set", f"quota:{kind}/{name}", before=_audited(old), after=_audited(row))
         self.write_json(row.to_json())
 
     def delete(self, kind: str, name: str) -> None:
@@ -130,6 +141,7 @@ class QuotaHandler(ApiHandler):
         if row is None or not self.ctx.store.delete_quota(kind, name):
             raise ApiError(404, f"no quota for {kind} {name}")
         self.ctx.quotas_changed()
+        record(self, "quota_delete", f"quota:{kind}/{name}", before=_audited(row), after=None)
         self.write_json(row.to_json())
 
 
@@ -150,19 +162,22 @@ class UserGroupHandler(ApiHandler):
                    "errors": _ADMIN_ERRORS},
     }
 
-    def _set(self, user: str, group: str | None) -> None:
+    def _set(self, user: str, group: str | None, action: str) -> None:
+        old = self.ctx.store.memberships().get(user, DEFAULT_GROUP)
         try:
             self.ctx.store.set_group(user, group)
         except QuotaError as exc:
             raise _quota_error(exc) from None
         self.ctx.quotas_changed()
+        record(self, action, f"user:{user}", before={"group": old},
+               after={"group": group or DEFAULT_GROUP})
         self.write_json({"user": user, "group": group or DEFAULT_GROUP})
 
     def put(self, user: str) -> None:
         self.require_admin()
         body = _parse(self, GroupIn)
-        self._set(user, body.group)
+        self._set(user, body.group, "group_set")
 
     def delete(self, user: str) -> None:
         self.require_admin()
-        self._set(user, None)
+        self._set(user, None, "group_clear")

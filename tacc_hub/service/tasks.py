@@ -24,6 +24,7 @@ from tacc_hub.schema import SpecError
 from tacc_hub.store import TaskRecord, TaskStatus
 
 from . import groups
+from .audit import record
 from .auth import USER_RE
 from .base import ApiError, ApiHandler
 from .controller import Conflict, Controller
@@ -254,10 +255,15 @@ class CancelHandler(ApiHandler):
 
     async def post(self, task_id: str) -> None:
         rec = self.visible_task(task_id)
+        before = rec.status.value
         try:
-            rec = await self.ctx.controller.cancel(rec)
+            done = await self.ctx.controller.cancel(rec)
         except Conflict as exc:
             raise ApiError(409, str(exc)) from None
+        if rec.owner != self.user:  # an admin's cancel of someone else's task
+            record(self, "cancel", f"task:{rec.id}", task_id=rec.id, before={"status": before, "owner": rec.owner},
+                   after={"status": done.status.value, "owner": rec.owner})
+        rec = done
         self.write_json(task_out(self.ctx.controller, rec))
 
 

@@ -5,7 +5,8 @@ shows a token or its hash. ``/api/admin/tokens...`` answers 403 to a non-admin b
 or writes anything. ``/api/tokens...`` are the caller's own tokens only: another user's token id
 is answered 404, as an unknown id (admins too: they use the admin routes). Every field is checked
 (400 naming it) before anything is stored. A revocation empties this process's token cache, so
-that the revoked token is refused on the very next request.
+that the revoked token is refused on the very next request. Making and revoking a token is recorded in the
+audit trail (token_create, token_revoke: its id, user, admin flag, note and expiry, never the token).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, Stri
 from tacc_hub.schema import SpecError
 from tacc_hub.store import TokenInfo
 
+from .audit import record
 from .auth import TokenFieldError, check_user, issue_token
 from .base import ApiError, ApiHandler
 
@@ -65,6 +67,13 @@ def token_out(info: TokenInfo, now: float | None = None) -> dict[str, Any]:
             "expires_at": info.expires_at, "revoked_at": info.revoked_at}
 
 
+def audited(info: TokenInfo, now: float | None = None) -> dict[str, Any]:
+    """A token as the audit trail keeps it: who it is for, what it may do, its note and expiry; never the token
+    (nor its hash)."""
+    return {"user": info.user, "admin": info.admin, "note": info.note, "expires_at": info.expires_at,
+            "state": info.state(time.time() if now is None else now)}
+
+
 def _field_error(exc: TokenFieldError, status: int = 400) -> ApiError:
     return ApiError(status, str(exc)[:2000], [{"field": exc.field, "message": exc.message[:500]}])
 
@@ -99,6 +108,8 @@ class _TokenHandler(ApiHandler):
         forget = getattr(self.ctx.auth, "tokens_changed", None)
         if forget is not None:
             forget()
+        if info.revoked_at is None and after is not None:  # revoking a revoked token changes nothing
+            record(self, "token_revoke", f"token:{info.id}", before=audited(info), after=audited(after))
         self.write_json(token_out(after or info))
 
 
@@ -137,6 +148,7 @@ class AdminTokensHandler(_TokenHandler):
         info = self.ctx.store.get_token(token_id)
         if info is None:  # revoked and gone between two statements: not for a fresh token
             raise ApiError(500, "the new token was not found")
+        record(self, "token_create", f"token:{info.id}", before=None, after=audited(info))
         self.write_json({**token_out(info), "token": token}, status=201)
 
 

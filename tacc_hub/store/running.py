@@ -1,4 +1,4 @@
-"""What the store keeps about running tasks: their runs (attempts), time extensions, audit events, GPU samples.
+"""What the store keeps about running tasks: their runs (attempts), time extensions, GPU samples (and audit events).
 
 :class:`RunningStore` is a mixin of :class:`~tacc_hub.store.store.Store` (it uses the store's engine
 and clock). Rows are only ever added (``prune_gpu_samples`` aside), so that a task's history, and who
@@ -9,26 +9,26 @@ Invariants:
 * ``task_attempts``: one row per ended run (``attempt`` 0 is the first, as ``TACC_ATTEMPT``);
   ``outcome`` is one of :data:`OUTCOMES`.
 * A task's time limit is its plan's plus the sum of its ``time_extensions``.
-* ``audit_events.detail`` is JSON written here from a dict; ``action`` is one of :data:`AUDIT_ACTIONS`.
+* Audit events: see :mod:`tacc_hub.store.audit` (``AUDIT_ACTIONS`` and ``AuditEvent`` are re-exported here).
 * ``gpu_samples`` holds at most :data:`MAX_SAMPLES_PER_TASK` rows per task (the oldest go first).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
 
-from .models import AUDIT_ACTION_LEN, NAME_LEN, audit_events, gpu_samples, task_attempts, time_extensions
+from .audit import AUDIT_ACTIONS, AuditEvent, AuditStore
+from .models import NAME_LEN, gpu_samples, task_attempts, time_extensions
 
 OUTCOMES = ("succeeded", "failed", "cancelled", "lost", "preempted", "node_failure", "time_limit", "restarted")
-AUDIT_ACTIONS = ("exec", "shell", "extend", "proxy")
 MAX_SAMPLES_PER_TASK = 2880
 """GPU samples kept per task: a day at the default 30 s interval (older ones are dropped)."""
 MAX_REASON = 4000
+__all__ = ["AUDIT_ACTIONS", "OUTCOMES", "Attempt", "AuditEvent", "GpuSample", "RunningStore"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,20 +48,6 @@ class Attempt:
 
 
 @dataclass(frozen=True, slots=True)
-class AuditEvent:
-    id: int
-    at: float
-    actor: str
-    action: str
-    task_id: int | None
-    detail: dict[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "at": self.at, "actor": self.actor, "action": self.action,
-                "task_id": self.task_id, "detail": self.detail}
-
-
-@dataclass(frozen=True, slots=True)
 class GpuSample:
     at: float
     util: float
@@ -69,7 +55,9 @@ class GpuSample:
     gpus: int
 
 
-class RunningStore:
+class RunningStore(AuditStore):
+    """Runs, extensions and GPU samples; the audit trail (``add_audit``, ``audit``) is :class:`AuditStore`'s."""
+
     _engine: sa.Engine
     _clock: Callable[[], float]
 
@@ -128,36 +116,6 @@ class RunningStore:
                 .where(time_extensions.c.task_id.in_(ids)).group_by(time_extensions.c.task_id))
         with self._engine.connect() as conn:
             return {int(t): int(s) for t, s in conn.execute(stmt)}
-
-    # -- audit -------------------------------------------------------------------------
-
-    def add_audit(self, actor: str, action: str, task_id: int | None, detail: dict[str, Any]) -> int:
-        """Record that ``actor`` did ``action`` (to ``task_id``); returns the event's id."""
-        if action not in AUDIT_ACTIONS or len(action) > AUDIT_ACTION_LEN:
-            raise ValueError(f"action: one of {', '.join(AUDIT_ACTIONS)}, not {action!r}")
-        text = json.dumps(detail, ensure_ascii=True, sort_keys=True, default=str)
-        with self._engine.begin() as conn:
-            res = conn.execute(audit_events.insert().values(at=self._clock(), actor=str(actor)[:NAME_LEN],
-                                                            action=action, task_id=task_id, detail=text))
-            key = res.inserted_primary_key
-            return int(key[0]) if key else 0
-
-    def audit(self, *, task_id: int | None = None, actor: str | None = None, action: str | None = None,
-              since: float | None = None, limit: int = 100) -> list[AuditEvent]:
-        """Audit events, newest first, filtered by task, actor, action and time."""
-        stmt = sa.select(audit_events)
-        if task_id is not None:
-            stmt = stmt.where(audit_events.c.task_id == int(task_id))
-        if actor is not None:
-            stmt = stmt.where(audit_events.c.actor == actor)
-        if action is not None:
-            stmt = stmt.where(audit_events.c.action == action)
-        if since is not None:
-            stmt = stmt.where(audit_events.c.at >= float(since))
-        stmt = stmt.order_by(audit_events.c.id.desc()).limit(max(1, min(int(limit), 10000)))
-        with self._engine.connect() as conn:
-            return [AuditEvent(id=r.id, at=r.at, actor=r.actor, action=r.action, task_id=r.task_id,
-                               detail=json.loads(r.detail)) for r in conn.execute(stmt)]
 
     # -- GPU samples -------------------------------------------------------------------
 
