@@ -65,6 +65,7 @@ class Notifier:
         self._recent: dict[str, deque[float]] = {}  # user -> times of their recent notifications
         self.dropped: dict[str, int] = {}  # user -> notifications dropped over the rate, not yet told
         self.dropped_total = 0
+        self.tries: dict[tuple[str, str], int] = {}  # (channel, outcome) -> delivery tries: sent, retry, failed
 
     # -- in: events ----------------------------------------------------------------------
 
@@ -226,6 +227,9 @@ class Notifier:
         due = self.store.next_notification_due(after=now)
         return 5.0 if due is None else max(0.05, min(5.0, due - now))
 
+    def _count(self, channel: str, outcome: str) -> None:
+        self.tries[(channel, outcome)] = self.tries.get((channel, outcome), 0) + 1
+
     async def _try(self, row: OutboxRow, key: tuple[str, str]) -> None:
         attempts = row.attempts + 1
         try:
@@ -233,6 +237,7 @@ class Notifier:
                 async with asyncio.timeout(self.config.timeout + 1):
                     await self.sender.send(row.channel, row.destination, row.payload)
             self.store.notification_sent(row.id, attempts)
+            self._count(row.channel, "sent")
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -243,6 +248,7 @@ class Notifier:
             retry_at = time.time() + delays[attempts - 1] if attempts <= len(delays) else None
             log.info("notification %s to %s %s: try %d failed (%s)%s", row.id, row.channel, row.destination[:100],
                      attempts, error[:200], "" if retry_at else "; giving up")
+            self._count(row.channel, "retry" if retry_at else "failed")
             try:
                 self.store.notification_failed(row.id, attempts, error, retry_at)
             except Exception:

@@ -608,6 +608,7 @@ class TaccHub(Application):
                              running=self.running_settings(), metrics=metrics,
                              notifier=Notifier(store, self.notify_config()))
         controller.events.subscribe(ctx.notifier.on_event)  # type: ignore[union-attr]
+        metrics.watch_notifier(ctx.notifier)  # type: ignore[arg-type]
         controller.running = ctx.running
         controller.restart_backoff = self.restart_backoff
         return ctx, make_app(ctx, self.base_url, hub=hub, cookie_secret=self.cookie_secret() if hub else None)

@@ -40,6 +40,8 @@ from .events import EVENT_KINDS, TaskEvent
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
+    from tacc_hub.notify import Notifier
+
     from .controller import Controller
 
 log = logging.getLogger("tacc_hub.metrics")
@@ -152,6 +154,10 @@ class Metrics:
         controller.events.subscribe(self.on_event)
         controller.pass_observer = self.pass_duration.observe
         controller.executor.command_observer = self.observe_command
+
+    def watch_notifier(self, notifier: Notifier) -> None:
+        """Count the notifier's deliveries at scrape time (its own in-memory counts)."""
+        self.registry.register(NotifyCollector(notifier))
 
     def count_start(self, state_dir: Path) -> None:
         """This process is a start of the service on ``state_dir`` (kept there: it survives restarts)."""
@@ -338,3 +344,26 @@ class StateCollector(Collector):
             fam.add_metric([group, self.period], round(h, 6))
         yield fam
 
+
+
+class NotifyCollector(Collector):
+    """Notification deliveries since the service started, read from the notifier at scrape time."""
+
+    OUTCOMES = ("sent", "retry", "failed")
+    CHANNELS = ("email", "webhook")
+
+    def __init__(self, notifier: Notifier) -> None:
+        self.notifier = notifier
+
+    def collect(self) -> Iterator[Metric]:
+        c = CounterMetricFamily("tacc_notification_tries", "Notification delivery tries since the service started, "
+                                "by channel (email, webhook) and outcome: sent, retry (failed, tried again "
+                                "later), failed (failed for good: the user's history says why).",
+                                labels=["channel", "outcome"])
+        for channel in self.CHANNELS:
+            for outcome in self.OUTCOMES:
+                c.add_metric([channel, outcome], self.notifier.tries.get((channel, outcome), 0))
+        yield c
+        yield CounterMetricFamily("tacc_notifications_dropped", "Notifications dropped over a user's rate cap "
+                                  "(notify_rate_per_minute) since the service started.",
+                                  value=self.notifier.dropped_total)

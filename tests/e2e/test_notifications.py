@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 from aiosmtpd.controller import Controller
+from prometheus_client.parser import text_string_to_metric_families
 
 from .conftest import Api, ServiceProcess, free_port, tcloud, write_task
 
@@ -257,6 +259,13 @@ def test_a_dead_endpoint_delays_no_one_else_and_ends_failed(env: Env, tmp_path: 
     assert refused[0]["attempts"] == 3 and "refused" in refused[0]["last_error"].lower(), refused
     out = tcloud(env.svc, "dave", "notify", "history")
     assert out.returncode == 0 and "failed" in out.stdout and env.refused_url in out.stdout, out.stdout
+    # what an admin's Prometheus sees of it: retries and the try given up, beside carol's sent one
+    admin = env.svc.token("admin", admin=True)
+    text = requests.get(env.svc.url + "/metrics", headers={"Authorization": f"token {admin}"}, timeout=30).text
+    tries = {(s.labels["channel"], s.labels["outcome"]): s.value for f in text_string_to_metric_families(text)
+             if f.name == "tacc_notification_tries" for s in f.samples if s.name.endswith("_total")}
+    assert tries[("webhook", "failed")] >= 1 and tries[("webhook", "retry")] >= 2, tries
+    assert tries[("webhook", "sent")] >= 1, tries
 
 
 def test_pending_notifications_are_delivered_after_a_restart(tmp_path: Path) -> None:
