@@ -15,6 +15,7 @@ caller again; text from the API is inserted as text, never HTML.
 
 from __future__ import annotations
 
+import functools
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,6 +24,7 @@ import jinja2
 import tornado.web
 from jupyterhub.services.auth import HubOAuthCallbackHandler, HubOAuthenticated
 
+from . import requestid
 from .auth import Denied, Identity
 from .hubauth import identity_of
 from .tasks import _gpus_requested
@@ -44,6 +46,17 @@ class Page(HubOAuthenticated, tornado.web.RequestHandler):
     def initialize(self, ctx: ServiceContext | None = None, prefix: str = "") -> None:
         self.ctx = ctx
         self.prefix = prefix
+
+    @functools.cached_property
+    def request_id(self) -> str:
+        """This request's id (:mod:`.requestid`), as the API's: answered in X-Request-Id and on its log lines."""
+        return requestid.from_header(self.request.headers.get(requestid.HEADER))
+
+    def set_default_headers(self) -> None:
+        self.set_header(requestid.HEADER, self.request_id)
+
+    def prepare(self) -> None:
+        requestid.REQUEST_ID.set(self.request_id)
 
     @staticmethod
     def identity(model: dict[str, Any]) -> Identity | None:

@@ -238,3 +238,16 @@ def test_the_audit_section_shows_real_admin_actions_as_text_filtered_and_paged(h
     finally:
         page.context.close()
         api(hub, admin, "DELETE", f"/api/admin/quotas/user/{name}")
+
+
+def test_pages_answer_a_request_id_of_their_own_choosing(hub: HubProcess):
+    """The pages carry a request id as the API does: a well-formed one is kept, anything else replaced."""
+    s = hub.login("alice")
+    plain = s.get(hub.service_url + "/", timeout=30)
+    assert plain.status_code == 200 and len(plain.headers["X-Request-Id"]) == 16, plain.headers
+    int(plain.headers["X-Request-Id"], 16)
+    kept = s.get(hub.service_url + "/usage", headers={"X-Request-Id": "trace-0123456789"}, timeout=30)
+    assert kept.headers["X-Request-Id"] == "trace-0123456789"
+    for hostile in ("<script>alert(1)</script>", "a b c d e f g h", "x" * 200, "'; DROP TABLE audit_events; --"):
+        r = s.get(hub.service_url + "/admin", headers={"X-Request-Id": hostile}, timeout=30)
+        assert r.status_code == 403 and r.headers["X-Request-Id"] != hostile and len(r.headers["X-Request-Id"]) == 16
