@@ -59,6 +59,9 @@ def usage(since: str, until: str | None, by: str, as_csv: bool, config: str | No
     if as_csv:
         sys.stdout.write(rows_csv(rows, by))
         return
+    if not rows:
+        click.echo(f"no GPU usage from {first} to {last} (UTC days)")
+        return
     head = ["DAY", "USER", "GROUP", "GPU-HOURS", "TASKS"] if by == "user" else ["DAY", "GROUP", "GPU-HOURS", "TASKS"]
     keys = ["day", "user", "group"] if by == "user" else ["day", "group"]
     table = [head] + [[str(r[k]) for k in keys] + [f"{float(r['gpu_hours']):.2f}", str(r["tasks"])] for r in rows]
@@ -70,5 +73,3 @@ def usage(since: str, until: str | None, by: str, as_csv: bool, config: str | No
         cells = [cell.rjust(w) if c in right else cell.ljust(w)
                  for c, (cell, w) in enumerate(zip(row, widths, strict=True))]
         click.echo("  ".join(cells).rstrip())
-    if not rows:
-        click.echo(f"(no GPU usage from {first} to {last})")
