@@ -3,7 +3,8 @@
 Invariants:
 
 * The controller's listener (:meth:`Notifier.on_event`) only appends to a list and wakes the notifier's
-  own task: nothing a notification does (store writes, DNS, SMTP, HTTP) runs inside a scheduling pass.
+  own task: nothing a notification does (store writes, DNS, SMTP, HTTP) runs inside a scheduling pass, and
+  turning events into rows (a read per event's task) runs in a worker thread, off the event loop.
 * Each notification is a ``pending`` outbox row before any try (store/notify.py), so a restart delivers
   what was pending when the service stopped; events still in memory at a clean stop are written first.
 * One try at a time per destination (an e-mail address or a webhook URL): a destination that hangs or
@@ -25,6 +26,8 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from sqlalchemy.pool import StaticPool
 
 from .deliver import DeliveryError, Sender, SmtpSettings
 from .payloads import message
@@ -57,6 +60,8 @@ class Notifier:
         self.sender = sender or Sender(config.smtp, config.site, timeout=config.timeout,
                                        max_clients=max(1, config.concurrency) * 2)
         self._events: list[TaskEvent] = []
+        engine = getattr(store, "engine", None)  # a second thread has connections of its own (not in-memory SQLite)
+        self._threaded = engine is not None and not isinstance(engine.pool, StaticPool)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._busy: set[tuple[str, str]] = set()  # (channel, destination) with a try in flight
@@ -203,7 +208,10 @@ class Notifier:
             self._wake.clear()
             wait = 5.0
             try:
-                self.flush()
+                if self._events and self._threaded:  # a read per event's task: off the loop, passes never wait
+                    await asyncio.to_thread(self.flush)
+                elif self._events:
+                    self.flush()  # one in-memory SQLite connection (tests): not shared with a thread
                 wait = self._dispatch(time.time())
             except Exception:
                 log.exception("notifier pass failed")
