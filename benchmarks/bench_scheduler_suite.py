@@ -25,6 +25,7 @@ from statistics import median
 from typing import Any
 
 from tacc_hub.scheduler import native
+from tacc_hub.scheduler.policies import POLICIES as REGISTERED
 from tacc_hub.scheduler.sim.metrics import percentile
 from tacc_hub.scheduler.sim.workloads import NAMES, Workload, replay, suite, workload
 
@@ -145,7 +146,13 @@ def main(argv: list[str] | None = None) -> int:
     names = [n for n in args.workloads.split(",") if n]
     policies = [p for p in args.policies.split(",") if p]
     t0 = time.perf_counter()
-    loads = suite(names, args.quick)
+    unknown = [p for p in policies if p not in REGISTERED]
+    if unknown:
+        ap.error(f"unknown policy {', '.join(unknown)}; known: {', '.join(REGISTERED)}")
+    try:
+        loads = suite(names, args.quick)
+    except ValueError as exc:
+        ap.error(str(exc))
     print(f"scheduler: {native.status()}; {len(loads)} workload(s) ({'quick' if args.quick else 'whole'}) "
           f"loaded in {time.perf_counter() - t0:.1f} s; policies: {', '.join(policies)}; workers: {args.workers}")
     by_name = {w.name: w for w in loads}

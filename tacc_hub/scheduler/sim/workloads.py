@@ -10,8 +10,9 @@
 - ``synth-*``: ``synth.generate`` with the ``SYNTH`` parameters, on the cluster they were drawn for;
   ``*-limits`` ones carry user time limits 2-10x the true durations.
 
-``quick=True`` cuts every workload down for a smoke test (the first ``QUICK_JOBS`` jobs of a Philly
-one, sized again; synthetic ones with ``QUICK_JOBS`` jobs on 4 nodes).
+``quick=True`` cuts every workload down for a smoke test: the first ``QUICK_JOBS`` jobs of a Philly VC
+(4x that of the whole trace), on a cluster sized for them; synthetic ones with ``QUICK_JOBS`` jobs on 4
+nodes.
 
 ``replay(workload, policy)`` runs one: when the jobs carry time limits, the policy is wrapped in
 ``UserLimits``, which shows each task's limit in ``TaskView.time_limit`` (and caps ``predicted`` by it,
