@@ -96,11 +96,12 @@ def test_bad_parameters_are_refused():
 
 
 def _steady(gpus: int, n: int = 100) -> list[Job]:
-    """One job an hour for ``n`` hours, each of ``gpus`` GPUs for an hour: mean demand ``gpus``."""
-    return [Job(i, i * 3600.0, 3600.0 * n / (n - 1), gpus, "a") for i in range(n)]
+    """``n`` jobs an hour apart, each of ``gpus`` GPUs for (n-1)/n hours: mean demand exactly ``gpus``."""
+    return [Job(i, i * 3600.0, 3600.0 * (n - 1) / n, gpus, "a") for i in range(n)]
 
 
 def test_vc_sizing_gives_90_percent_mean_demand():
+    assert mean_demand(_steady(72)) == pytest.approx(72)
     c = size_cluster(_steady(72))
     assert (c.nodes, c.gpus_per_node) == (10, 8)  # 72 GPUs of demand on 80: 90%
     assert 2 <= c.nodes_per_switch <= 4
