@@ -9,7 +9,7 @@ if [ -z "${PYTHON:-}" ] && [ -x ../.venv/bin/python ]; then PYTHON=../.venv/bin/
 PYTHON="${PYTHON:-$(command -v python3)}"
 crashed=()
 for bench in bench_submit_to_running.py bench_submit_throughput.py bench_log_latency.py bench_tcloud_ps.py \
-        bench_hostile_load.py bench_proxy.py bench_arrays.py bench_array_pass.py; do
+        bench_hostile_load.py bench_proxy.py bench_arrays.py bench_array_pass.py bench_metrics.py; do
     echo
     if ! "$PYTHON" "$bench"; then
         crashed+=("$bench")
