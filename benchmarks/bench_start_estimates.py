@@ -13,11 +13,12 @@ two replays made the same decisions (same records: they must).
 Workloads: Philly virtual cluster 6214e9 alone on 6 x 8 GPUs and the whole trace on 64 x 8 GPUs, 4 nodes
 per switch (as ``bench_scheduler_replay.py``), or ``--suite``: those of ``sim.workloads`` (when present).
 Philly jobs carry no time limit: the Slurm-style estimate uses ``estimates.written_limit`` (true duration
-x 2-10, fixed per job). ``--sample K`` asks only for jobs whose id is a multiple of K (each ask explains
+x 2-10, fixed per job); ``--exact-limits`` gives it each job's true duration instead (users who know their
+run times: what is left is the order). ``--sample K`` asks only for jobs whose id is a multiple of K (each ask explains
 the whole queue): the sample size is printed.
 
 Usage: nice -n 19 python benchmarks/bench_start_estimates.py [--policies tacc] [--limit N] [--sample K]
-       [--workers 2] [--suite]
+       [--workers 2] [--suite] [--exact-limits]
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from tacc_hub.scheduler import native
 from tacc_hub.scheduler.policies import make
 from tacc_hub.scheduler.sim import ClusterSpec, Job, SlowdownTable, derive, load_philly, simulate
 from tacc_hub.scheduler.sim.bundled import PHILLY_TRACE, PLACEMENTS
-from tacc_hub.scheduler.sim.estimates import LATER, SUBMIT, Score, StartEstimates, score
+from tacc_hub.scheduler.sim.estimates import LATER, SUBMIT, Score, StartEstimates, score, written_limit
 
 TARGET = 0.70  # share within 2x of the actual wait
 
@@ -80,10 +81,14 @@ class Outcome:
     later: Score
 
 
-def _run(args: tuple[Workload, str, int, SlowdownTable]) -> Outcome:
-    w, name, sample, slowdown = args
+def _exact(job: Job) -> float:
+    return job.duration
+
+
+def _run(args: tuple[Workload, str, int, bool, SlowdownTable]) -> Outcome:
+    w, name, sample, exact, slowdown = args
     plain = simulate(w.jobs, w.cluster, make(name), slowdown)
-    est = StartEstimates(sample=sample)
+    est = StartEstimates(sample=sample, limit=_exact if exact else written_limit)
     rec = simulate(w.jobs, w.cluster, make(name), slowdown, estimates=est)
     return Outcome(w.name, name, len(rec.records), plain.wall_s, rec.wall_s, plain.records == rec.records, est.asks,
                    sum(a.kind == SUBMIT for a in est.asked), est.explain_s, est.slurm_s,
@@ -127,14 +132,16 @@ def main() -> None:
     ap.add_argument("--sample", type=int, default=1, help="ask only for jobs whose id is a multiple of K")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--suite", action="store_true", help="the workloads of sim.workloads instead of the two Philly")
+    ap.add_argument("--exact-limits", action="store_true", help="Slurm-style limits: true durations, not 2-10x")
     args = ap.parse_args()
-    print(f"scheduler: {native.status()}; sample: every {args.sample} job(s)"
+    print(f"scheduler: {native.status()}; sample: every {args.sample} job(s); Slurm-style limits: "
+          + ("true durations" if args.exact_limits else "the trace's, else true duration x 2-10")
           + (f"; first {args.limit:,} jobs of each workload" if args.limit else ""))
     t0 = time.perf_counter()
     loads = suite(args.limit) if args.suite else philly(args.limit)
     slowdown = derive(PLACEMENTS)
     names = [n for n in args.policies.split(",") if n]
-    work = [(w, n, args.sample, slowdown) for w in loads for n in names]
+    work = [(w, n, args.sample, args.exact_limits, slowdown) for w in loads for n in names]
     work.sort(key=lambda x: -len(x[0].jobs))  # the longest first: better packing of the workers
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         done = {}
