@@ -29,10 +29,10 @@ import heapq
 import math
 import time
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import median
-from typing import Any, Protocol
+from typing import Protocol
 
 from ..explain import explain as generic_explain
 from ..policy import Explanation, Policy, View
@@ -91,7 +91,7 @@ class _State(Protocol):  # the simulator's per-job state, as read here
 class StartEstimates:
     after: float = 3600.0  # the second ask, for jobs still waiting this long after arrival
     sample: int = 1  # ask for jobs whose id is a multiple of this
-    limit: Any = written_limit  # Job -> seconds: the Slurm-style estimator's time limit
+    limit: Callable[[Job], float] = written_limit  # the Slurm-style estimator's time limit of a job, seconds
     asked: list[Asked] = field(default_factory=list)
     asks: int = 0  # passes that asked
     explain_s: float = 0.0  # time spent in the policy's explain
