@@ -26,6 +26,9 @@ Other guarantees:
 - A placement over more nodes than the job's minimum (or over several
   switches) runs slower by ``SlowdownTable.factor``; the factor applies to
   the work remaining when it starts there.
+- With ``estimates`` (``estimates.StartEstimates``, opt-in), each pass's view is first shown to it, and it
+  asks the policy's ``explain`` for the start estimates of the jobs due one: the policy syncs with that view
+  as ``schedule`` would, so the decisions are the same; without it, one ``None`` test per pass.
 - Jobs that could never fit the cluster (more GPUs than it has) are left out
   and counted in ``Result.unschedulable``; the rest all finish, or the replay
   raises ``Stuck`` (jobs waiting, nothing running, nothing left to happen).
@@ -45,6 +48,7 @@ from ..frozen import Frozen
 from ..policy import Changes, Policy, Preempt, Quotas, Start, TaskView, View, Wake
 from ..topology import NodeView, min_nodes
 from .errors import PolicyError, Stuck
+from .estimates import StartEstimates
 from .metrics import JobRecord, Metrics, summarize
 from .predict import Predictor
 from .slowdown import SlowdownTable
@@ -113,7 +117,8 @@ class Result:
 class Simulator:
     def __init__(self, jobs: Sequence[Job], cluster: ClusterSpec, policy: Policy,
                  slowdown: SlowdownTable | None = None, predictor: Predictor | None = None,
-                 restart_overhead: float = 30.0, quotas: Quotas | None = None) -> None:
+                 restart_overhead: float = 30.0, quotas: Quotas | None = None,
+                 estimates: StartEstimates | None = None) -> None:
         if quotas is not None and not getattr(policy, "quota_aware", False):
             raise ValueError(f"policy {policy.name!r} does not honour quotas; give it none")
         self.quotas = quotas
@@ -141,6 +146,7 @@ class Simulator:
         # ids that entered, left or changed in waiting / running since the last view given to the policy
         self.moved_w: set[int] = set()
         self.moved_r: set[int] = set()
+        self.estimates = estimates  # opt-in: records start estimates at each pass, before the policy decides
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -189,6 +195,8 @@ class Simulator:
                 changes = Changes(self.calls, self.calls - 1, self.moved_w, self.moved_r)
                 self.moved_w, self.moved_r = set(), set()
                 view = View(now, self.waiting, self.running, self.nodes, self.quotas, self.predictor.history, changes)
+                if self.estimates is not None:
+                    self.estimates.at_pass(view, self.policy, self.state)
                 actions = self.policy.schedule(view)
                 self._apply(actions, now)
         wall = time.perf_counter() - t0
@@ -357,6 +365,7 @@ assert [f.name for f in fields(TaskView) if f.init] == [
 
 def simulate(jobs: Sequence[Job], cluster: ClusterSpec, policy: Policy, slowdown: SlowdownTable | None = None,
              predictor: Predictor | None = None, restart_overhead: float = 30.0,
-             quotas: Quotas | None = None) -> Result:
-    """Replay ``jobs`` on ``cluster`` under ``policy`` (see the module docstring)."""
-    return Simulator(jobs, cluster, policy, slowdown, predictor, restart_overhead, quotas).run()
+             quotas: Quotas | None = None, estimates: StartEstimates | None = None) -> Result:
+    """Replay ``jobs`` on ``cluster`` under ``policy`` (see the module docstring); with ``estimates``, record
+    the start estimates of waiting jobs in it (``estimates.StartEstimates``: the same decisions, slower)."""
+    return Simulator(jobs, cluster, policy, slowdown, predictor, restart_overhead, quotas, estimates).run()
