@@ -11,7 +11,7 @@ better than Slurm-style"; and the cost: the replay's time with and without recor
 two replays made the same decisions (same records: they must).
 
 Workloads: Philly virtual cluster 6214e9 alone on 6 x 8 GPUs and the whole trace on 64 x 8 GPUs, 4 nodes
-per switch (as ``bench_scheduler_replay.py``), or ``--suite``: those of ``sim.workloads`` (when present).
+per switch (as ``bench_scheduler_replay.py``), or ``--suite``: the 17 of ``sim.workloads`` (bench_scheduler_suite.py's).
 Philly jobs carry no time limit: the Slurm-style estimate uses ``estimates.written_limit`` (true duration
 x 2-10, fixed per job); ``--exact-limits`` gives it each job's true duration instead (users who know their
 run times: what is left is the order). ``--sample K`` asks only for jobs whose id is a multiple of K (each ask explains
@@ -54,15 +54,10 @@ def philly(limit: int | None) -> list[Workload]:
 
 
 def suite(limit: int | None) -> list[Workload]:
-    """The workloads of ``sim.workloads`` (issue 22's suite): anything with a name, a cluster and jobs."""
-    from tacc_hub.scheduler.sim import workloads  # type: ignore[attr-defined,unused-ignore]
+    """The workloads of issue 22's suite (``sim.workloads``: bench_scheduler_suite.py's), cut to ``limit`` jobs."""
+    from tacc_hub.scheduler.sim import workloads
 
-    make_all = getattr(workloads, "suite", None) or workloads.workloads
-    out = []
-    for w in make_all():
-        jobs = list(w.jobs)[:limit] if limit else list(w.jobs)
-        out.append(Workload(getattr(w, "name", None) or w.title, w.cluster, jobs))
-    return out
+    return [Workload(w.name, w.cluster, list(w.jobs)[:limit] if limit else list(w.jobs)) for w in workloads.suite()]
 
 
 @dataclass(frozen=True)
