@@ -50,7 +50,7 @@ tacc-hub config-doc | diff -u docs/config.md - || { echo "docs/config.md is stal
 
 echo "== pytest"
 set +e
-python -m pytest tests -q -p no:cacheprovider "$@"
+python -m pytest tests -q -p no:cacheprovider --durations=25 "$@"
 rc=$?
 set -e
 if [ "$rc" = 5 ]; then
