@@ -301,15 +301,9 @@ class _Pass:
                     failed.add(shape)
                 continue
             if fit is not None and not taken and fit.spread:
-                factor = fit.factor if fit.factor is not None else self.spread_factor(t, fit)
-                if factor > 1.0 and p.spread_wait:  # (``spread_or_wait``'s test, inline)
-                    wait = self.waits.get((t.nodes, t.gpus_per_node, t.flexible, len(self.out)))
-                    if wait is None:
-                        wait = self.packed_wait(t)
-                    if wait < p.queue.expected_run(t) * (factor - 1.0):
-                        continue  # waits for a packed placement (cheaper than the slowdown)
                 spread_note = self.spread_or_wait(t, fit)
-                assert spread_note is not None
+                if spread_note is None:
+                    continue  # waits for a packed placement (cheaper than the slowdown)
                 note = spread_note
             if fit is None:
                 if tried:

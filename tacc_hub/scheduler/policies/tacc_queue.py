@@ -20,35 +20,24 @@ inside its group): heavy users sink, light ones rise, but a short task of a
 heavy group still passes a long one. Usage starts from ``View.history.past`` (what
 the service's store says was used before it started), so a restart forgets nothing.
 
-Context (``context_width`` > 0): a task's Gittins curve is that of its context, not
-only its group's: ``group|gpus|class``, where the class is the run-time class
-(``context_width`` history buckets) of the longest task of its batch seen to end
-("n" while none has), and a batch is the tasks of one group, user and GPU count
-submitted less than ``batch_gap`` apart (Philly's jobs come in bursts of alike
-jobs). The policy learns the curves from the ends it sees itself (``completed``:
-a task gone from both running and waiting, with the work it had done), so a
-restarted service starts from the groups' curves again. A task that has not run
-yet moves to its batch's class when a longer sibling ends (its entry is re-sorted);
-once it has run, its context is fixed, so a running task's rank changes only as
-described below.
+Context (``context_width`` > 0): a task's curve is that of ``group|gpus|class``, the
+class being the run-time class (``context_width`` history buckets) of the longest
+task of its batch seen to end ("n": none yet); a batch is the tasks of one group,
+user and GPU count submitted less than ``batch_gap`` apart (jobs come in bursts of
+alike jobs). The curves are learned from the ends the policy sees (``completed``), so
+a restarted service starts from the groups' curves. A task that has not run moves to
+its batch's class when a longer sibling ends; once it has run, its context is fixed.
 
-Within one user, tasks go by the user's ``priority`` first (higher first), then
-by rank: the owner orders their own tasks.
+Within one user, tasks go by the user's ``priority`` first (higher first), then by rank.
 
-Invariants: waiting tasks are held in one sorted list per (group, user) whose
-order does not depend on fair share (and, while no known task has a priority,
-also in one list of them all sorted by rank, ``flat``: then the walk needs no
-merge; rebuilt when fair share moves ranks) (a shift moves a whole list), so a
-fair-share update costs no re-sort; a list is rebuilt only when the duration
-model changes. Entries hold the exact ``TaskView`` they were made from; an entry
-is removed (by bisection) when its task leaves, comes back with new service or
-rises a level, so a walk meets only live
-entries and costs what it yields. A
-caller may pass the same ``TaskView`` objects pass after pass (the simulator) or
-fresh ones (a service): a fresh view equal in every ranked field keeps its entry
-(``ranked`` then yields the first view seen: the same values). A view whose
-``changes`` follow the last one synced is synced from them alone (O(changes));
-any other view is compared task by task.
+Invariants: waiting tasks are held in one sorted list per (group, user) whose order
+does not depend on fair share (a shift moves a whole list: no re-sort), and, while no
+task has a priority, in one list of them all (``flat``: no merge; rebuilt when fair
+share moves ranks); lists are rebuilt only when the model changes. An entry holds the
+exact ``TaskView`` it was made from and is removed (by bisection) when its task leaves,
+comes back with new service or rises a level, so a walk meets only live entries. A
+fresh view equal in every ranked field keeps its entry; a view whose ``changes``
+follow the last one synced is synced from them alone (O(changes)).
 """
 
 from __future__ import annotations
