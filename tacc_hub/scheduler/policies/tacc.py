@@ -32,7 +32,9 @@ A pass walks the waiting tasks in that order:
   the time enough GPUs should be free (expected ends); a later task starts only
   if it should end by then, or fits in the GPUs the head leaves spare, or is
   preemptible and ranked strictly below the head (the head can take its GPUs
-  back). At most ``max_backfill_test`` tasks are tried after the head (Slurm's
+  back, at once: ``min_run`` does not shield such a task from it, ``take_back``,
+  so a stream of small tasks cannot hold a big head back). At most
+  ``max_backfill_test`` tasks are tried after the head (Slurm's
   ``bf_max_job_test``), which bounds a pass.
 
 Invariants: the contract's (``policy``): no GPU twice (one ``FreeMap``), gang,
