@@ -47,10 +47,10 @@ def _workload(name: str, quick: bool) -> Workload:
     return _cache[(name, quick)]
 
 
-def run_one(name: str, quick: bool, policy: str) -> dict[str, Any]:
-    """One replay, summarized as plain data (the records stay in the worker)."""
+def run_one(name: str, quick: bool, policy: str, **kwargs: Any) -> dict[str, Any]:
+    """One replay (the policy built with ``kwargs``), summarized as plain data (the records stay in the worker)."""
     w = _workload(name, quick)
-    r = replay(w, policy)
+    r = replay(w, policy, **kwargs)
     m = r.metrics
     queue = sorted(max(0.0, x.finish - x.submit - x.run_time) for x in r.records)
     return {

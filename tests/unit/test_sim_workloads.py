@@ -181,3 +181,21 @@ def test_suite_benchmark_quick_run_prints_the_targets(tmp_path):
     assert set(rep["replays"]) == {"fifo", "slurm", "tiresias", "srpt-oracle", "tacc"}
     assert set(rep["targets"]) == {"avg_vs_tiresias", "p99_vs_tiresias", "tenants_vs_fifo", "avg_vs_oracle"}
     assert all(r["jobs"] == 300 and math.isfinite(r["avg_jct"]) for r in rep["replays"].values())
+
+
+def test_ablation_benchmark_quick_run_prints_variants_and_summary(tmp_path):
+    out = tmp_path / "ablation.json"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.run([sys.executable, str(ROOT / "benchmarks/bench_scheduler_ablation.py"), "--quick",
+                        "--workloads", "synth-limits", "--variants", "default,no-probes,always-spread,no-take-back",
+                        "--workers", "1", "--json", str(out)],
+                       capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert p.returncode == 0, p.stderr
+    text = p.stdout
+    assert "== synth-limits (baselines, h: tiresias avg" in text and "== summary over 1 workload(s)" in text
+    rows = {line.split()[0]: line for line in text.splitlines() if line.startswith("  ") and len(line.split()) > 8}
+    for v in ("default", "no-probes", "always-spread", "no-take-back"):
+        assert v in rows
+    data = json.loads(out.read_text())["workloads"]["synth-limits"]
+    assert data["default"]["avg_vs_default"] == 1.0
+    assert set(data["default"]["targets"]) == {"avg_vs_tiresias", "p99_vs_tiresias", "tenants_vs_fifo", "avg_vs_oracle"}

@@ -23,11 +23,13 @@ POLICIES: dict[str, type[Policy]] = {
 }
 
 
-def make(name: str) -> Policy:
+def make(name: str, **kwargs: object) -> Policy:
+    """The policy ``name`` with its defaults, or with ``kwargs`` for its constructor (ablations)."""
     try:
-        return POLICIES[name]()
+        cls = POLICIES[name]
     except KeyError:
         raise ValueError(f"unknown policy {name!r}; known: {', '.join(sorted(POLICIES))}") from None
+    return cls(**kwargs)
 
 
 __all__ = ["POLICIES", "FifoGang", "SlurmMultifactor", "SrptOracle", "Tacc", "Tiresias", "make"]

@@ -1,17 +1,13 @@
 """``tacc``: our policy. Fair, QoS-aware, Gittins-ordered, preemptive, topology-aware, quota-keeping.
 
-Order (``tacc_queue``): starving tasks first (waited longer than ``starve_after``,
-oldest first), then QoS class, then the Gittins index of the task's attained
-service under the duration distribution learned from completed tasks
-(``tacc_model``: shortest-expected-first that stays robust when predictions are
-wrong, because a task that outlives its expectation is demoted) of the task's
-*context* (``tacc_queue``: its group, GPU count, and the run-time class of the
-longest task of its batch seen to end; a batch: tasks of one user and GPU count
-submitted less than ``batch_gap`` apart; learned by the policy from the ends it
-sees, never from a live task's duration; while none of a batch has ended, only
-its first ``probes`` tasks keep their level, the rest wait one level lower), one level better
-per ``age_step`` waited, scaled by decayed fair share of its group and user; ties
-by submit time.
+Order (``tacc_queue``): QoS class, then the Gittins index of the task's attained
+service under the run-time distribution learned from completed tasks (``tacc_model``:
+shortest-expected-first that stays robust when predictions are wrong, because a task
+that outlives its expectation is demoted) of the task's *context* (its group, GPU
+count and the run-time class of its batch, learned from the ends the policy sees;
+while none of a batch has ended only its first ``probes`` tasks keep their level),
+per GPU, one level better per ``age_step`` waited (nothing waits forever), shifted
+by decayed fair share of its group and user; ties by submit time.
 
 A pass walks the waiting tasks in that order:
 
@@ -25,9 +21,8 @@ A pass walks the waiting tasks in that order:
   slowdown (``slowdown(gpus, nodes, min_nodes, switches)`` x its expected run
   time), and waits otherwise. Every start says why in ``Start.note``.
 - Preemption: a task that does not fit may preempt preemptible running tasks of
-  a strictly worse ``(starving, qos, level)``, the worst first, only as many as
-  make it fit, never one in its first ``min_run`` seconds of a run (unless the
-  preemptor is starving: starving tasks are never preempted); a group
+  a strictly worse ``(qos, level)``, the worst first, only as many as
+  make it fit, never one in its first ``min_run`` seconds of a run; a group
   below its ``guaranteed_gpus`` may also preempt preemptible tasks of groups
   holding more than their own guarantee, as long as they stay at or above it
   (and, with guarantees configured, no other group's rank takes a task that
@@ -37,7 +32,9 @@ A pass walks the waiting tasks in that order:
   the time enough GPUs should be free (expected ends); a later task starts only
   if it should end by then, or fits in the GPUs the head leaves spare, or is
   preemptible and ranked strictly below the head (the head can take its GPUs
-  back). At most ``max_backfill_test`` tasks are tried after the head (Slurm's
+  back, at once: ``min_run`` does not shield such a task from it, ``take_back``,
+  so a stream of small tasks cannot hold a big head back). At most
+  ``max_backfill_test`` tasks are tried after the head (Slurm's
   ``bf_max_job_test``), which bounds a pass.
 
 Invariants: the contract's (``policy``): no GPU twice (one ``FreeMap``), gang,
@@ -83,89 +80,28 @@ class Tacc:
     quota_aware: ClassVar[bool] = True
 
     def __init__(self, slowdown: Slowdown | None = None, half_life: float = 7 * 86400.0,
-                 calc_period: float = 300.0, fair_weight: float = 1.0, starve_after: float = 28 * 86400.0,
-                 level_ratio: float = 4.0, size_exponent: float = 1.0, rebuild_growth: float = 0.05,
-                 max_backfill_test: int = 64, min_run: float = 600.0, max_preempt_test: int = 32,
-                 max_victims: int = 64, age_step: float = 8 * 86400.0, wake_gap: float = 60.0,
-                 context_width: int = 3, batch_gap: float = 1800.0, probes: int = 3) -> None:
-        """Defaults and why ("tuned": measured with the simulator, on the replays named at each):
+                 calc_period: float = 300.0, fair_weight: float = 1.0, level_ratio: float = 4.0,
+                 size_exponent: float = 1.0, rebuild_growth: float = 0.05, max_backfill_test: int = 64,
+                 min_run: float = 600.0, max_preempt_test: int = 32, max_victims: int = 64,
+                 age_step: float = 16 * 86400.0, wake_gap: float = 60.0, context_width: int = 3,
+                 batch_gap: float = 1800.0, probes: int = 3, spread_wait: bool = True,
+                 take_back: bool = True) -> None:
+        """The defaults are one set for every workload; ``benchmarks/bench_scheduler_ablation.py`` switches each
+        mechanism off over the whole suite and benchmarks/README.md ("Scheduler ablation", "tacc's tuning
+        history") says what each earns.
 
-        ``half_life`` 7 days and ``calc_period`` 5 minutes: Slurm's defaults for fair share.
-        ``fair_weight`` 1: a group at twice its equal share sinks one level, at
-        four times two (a shift, not an override: a short task of a busy group
-        still passes a long one of an idle group).
-        ``age_step`` 8 days and ``starve_after`` 28 days (tuned on the whole trace, see
-        benchmarks/README.md; 8 days since contexts, see ``context_width``): a task rises one level per
-        8 days waited, and after four weeks outranks every other (a guard, not a policy). With the guard alone at 7
-        days, an overloaded cluster (the whole trace, or the whole of VC 6214e9) turns
-        FIFO: most tasks wait a week there, then run in submit order unpreemptibly
-        (avg JCT 316 h and 166 h); with aging 7/28 days: 17.1 h and 27.0 h; 14/56
-        days: p99 JCT of VC 6214e9 295 h (worse than Tiresias' 260 h); 1 day, no
-        guard: 116 h on VC 6214e9. On the first 10,000 jobs of VC 6214e9 the guard
-        alone measured: at 12 h avg JCT 58 h, at 3 days 16.7 h, at 7 days 10.5 h. With contexts, on
-        VC 6214e9 alone (avg / p99 JCT h): 7 days 25.6 / 238, 8: 24.5 / 224, 8.5: 24.1 / 226, 9: 24.1 / 235,
-        10: 24.2 / 252, 12: 24.3 / 267; no aging, guard at 21 days: 26.2 / 267, at 14: 35.3 / 358; the
-        whole trace at 8 days: 11.84 / 400 (at 7: 12.05 / 375).
-        ``level_ratio`` 4 (tuned): preemption needs a 4x better index, so near-equal
-        tasks stay FIFO (fewer restarts). On the whole trace (64 x 8) avg JCT 17.2 h at
-        8, 12.1 h at 4; on VC 6214e9 alone 27.3 h at 8, 25.9 h at 4 (but p99 286 h, over
-        Tiresias' 260 h, until ``min_run`` 600 s: 26.5 h, p99 216 h). On the first
-        10,000 jobs of VC 6214e9 with the old 7-day guard: 2: 18.4 h, 4: 10.5 h, 8: 9.6 h.
-        ``size_exponent`` 1 (tuned on the first 10,000 jobs of VC 6214e9; 0: 23.9 h, 1: 16.7 h): the
-        index is per GPU, as Tiresias's 2D attained service: a task on 8 GPUs
-        must be 8x as likely to end soon to pass a 1-GPU task.
-        ``rebuild_growth`` 5%: the model is rebuilt when history grew that much
-        (about 200 rebuilds over the 82k-job trace).
-        ``min_run`` 600 s (tuned, see ``level_ratio``): a task is not preempted in its
-        first 10 minutes of a run (20x the simulator's 30 s restart cost): without it
-        two tasks can preempt each other forever, each restart losing its progress.
-        ``max_backfill_test`` 64: tasks tried after the head (as Slurm's bf_max_job_test); tuned: 256
-        gave the same JCT on the whole trace's first 25,000 jobs (6.8 h vs 6.6 h) at 3/4 of the speed.
-        ``wake_gap`` 60 s: a pass without an event (``Wake``) comes at most once a minute (Slurm's
-        sched_interval default); the replays' JCT did not move with it.
-        ``max_preempt_test`` 32: preemption searches per pass (those a memo answers are free); the best-ranked
-        tasks search first, the others in a later pass. It bounds a pass on a full cluster, where every
-        candidate could search.
-        ``max_victims`` 64: running tasks one search may take back (worst first) before it gives up (16: the
-        first 10,000 jobs of the whole trace on 64 x 8 GPUs end 64 days later, a long job restarted spread).
-        ``context_width`` 3 and ``batch_gap`` 30 minutes (tuned on VC 6214e9 alone, 6 x 8 GPUs): a task's
-        distribution is that of its context (see the module docstring), in classes of 3 history buckets (x3.4).
-        Philly jobs come in bursts of alike jobs: 88% of VC 6214e9's 1-GPU jobs were submitted within 30 s of
-        the previous one, and the log run times of consecutive jobs correlate at 0.82; once one job of a burst
-        has ended after an hour, its waiting siblings are expected to be long too, and fresh short bursts go
-        first. Avg JCT / p99 JCT, VC 6214e9 alone (was 27.35 h / 227 h): 25.6 h / 238 h, and 24.5 h / 224 h
-        with ``age_step`` 8 days; the whole trace (was 12.08 h / 381 h): 12.05 h / 375 h, and 11.84 h / 400 h
-        with 8 days (8 days without contexts: 26.9 h / 223 h on VC 6214e9). With 8 days, width 2: 24.3 / 219
-        (the whole trace 11.99 / 412), 4: 25.5 / 225. Swept on VC 6214e9 with ``age_step`` 7 days (avg / p99
-        h), batch gap 5 min: 25.3 / 244,
-        1 h: 26.9 / 234; the class of the last
-        completion of the group and GPU count (no batches), width 3: 28.9 / 192, 4: 31.5 / 290; with level
-        ratio 2: width 2: 24.4 / 292, 3: 23.2 / 279 (p99 over Tiresias' 260 h), 4: 27.4 / 292; batches, class
-        of the batch's last end instead of its longest (re-sorts batches as classes flip: 1.5-5x slower
-        replays): gap 30 min 24.7 / 232, 1 h 26.1 / 209, 5 min 25.1; longest end, gap 5 min: 25.7 / 238;
-        batches with level ratio 2: 28.5 / 203, without aging: 23.9 / 268 (ratio 4), 26.0 / 201 (ratio 2);
-        contexts' curves not made non-increasing: 25.6 / 242; ordering inside a level by the index (not
-        submit time): 24.0 / 278; by expected remaining time: 25.1 / 272; preemption only for a 2-level
-        better task with level ratio 2: 25.7 / 322; a preempted task's work as its batch's lower bound too:
-        25.4 / 228; level ratio 2, ``min_run`` 5 min: 26.7 / 210. Still x1.95 the oracle (12.55 h): with the
-        *true* run-time class as context (a diagnostic, never in the policy) the same machinery gives 17.6 h /
-        131 h, with the true run time of the previous job of the burst, known at once, 20.5-21.0 h (18.5 h,
-        p99 219 h, when also ordered by index inside a level). A policy learns a sibling's run time only when
-        it ends, so the 1.5x target (18.8 h) looks out of reach from what the trace tells a policy
-        (``benchmarks/bench_oracle_gap.py``: told each batch's whole run-time distribution at its first end,
-        this policy reaches x1.55, x1.48 without aging; a plain Gittins order x1.51 at level ratio 4, x1.41 at
-        ratio 2 but p99 266 h). 0: no contexts.
-        ``probes`` 3 (tuned on VC 6214e9 alone, 6 x 8 GPUs, with the defaults above): while none of a batch
-        has been seen to end, its first 3 tasks keep their level and the others wait one level lower. A big
-        batch of unknown length is measured by a few of its tasks before the rest of it goes ahead of other
-        users' fresh work; once one ends, the rest take its class (``context_width``). Avg / median / p99 JCT h,
-        VC 6214e9 alone (was 24.53 / 8.96 / 224): 1 probe 23.80 / 5.36 / 183, 2: 21.58 / 5.64 / 192, **3: 21.14
-        / 4.77 / 187**, 4: 21.65 / 5.42 / 199, 8: 22.91 / 7.08 / 210; two levels lower (2 probes): 22.07, three:
-        23.04; with 3 probes, ``age_step`` 6 days 22.84, 10 days 21.07, ``batch_gap`` 10 min 21.64, 1 h 23.78.
-        The whole trace (64 x 8): 11.71 / 0.33 / 388 (was 11.84 / 0.32 / 400), but its makespan 159 days (was
-        115): one 8-GPU job of 53.6 days' run time (trace job 26) was preempted 66 times and ended on day 159;
-        without probes it ended before day 112. 0: no probes.
-        ``slowdown``: the spread-placement estimator (``default_slowdown``).
+        ``half_life``, ``calc_period``: Slurm's fair-share decay (7 days) and recompute period (5 min);
+        ``fair_weight``: levels a group (user) sinks per doubling over its equal share.
+        ``level_ratio``: indices within this factor share a level (FIFO inside, no preemption between).
+        ``size_exponent``: the index is per GPU^exponent (1: Tiresias's 2D attained service).
+        ``age_step``: a waiting task rises one level per this many seconds waited (0: never).
+        ``min_run``: a run is no victim in its first seconds (no ping-pong paying restarts).
+        ``max_backfill_test``, ``max_preempt_test``, ``max_victims``: bounds on a pass's work (Slurm's
+        bf_max_job_test; preemption searches per pass; victims per search).
+        ``context_width``, ``batch_gap``, ``probes``: learned contexts and batches (``tacc_queue``; 0: off).
+        ``spread_wait``: when only a spread placement is free, wait for a packed one if that is cheaper.
+        ``rebuild_growth``: the model is rebuilt when history grew that much; ``wake_gap``: the least gap
+        between two passes without an event (Slurm's sched_interval).
         """
         self.slowdown = slowdown or default_slowdown
         self.rebuild_growth = rebuild_growth
@@ -174,11 +110,14 @@ class Tacc:
         self.max_victims = max_victims
         self.wake_gap = wake_gap
         self.min_run = min_run
-        self.queue = Queue(half_life, calc_period, fair_weight, starve_after, level_ratio, size_exponent, age_step,
+        self.take_back = take_back
+        self.spread_wait = spread_wait  # False: a task spreads whenever only a spread placement is free
+        self.queue = Queue(half_life, calc_period, fair_weight, level_ratio, size_exponent, age_step,
                            context_width, batch_gap, probes)
         self.launched: dict[int, tuple[TaskView, float]] = {}  # started by the last pass: (view, when)
         self.passes = 0
         self.running = Running(min_run)
+        self.unshielded: set[int] = set()  # running tasks started below a waiting head: no ``min_run`` for them
         self.maps = MapCache()  # the free slots as of the last view, kept in step (passes work on copies)
 
     # -- one pass --------------------------------------------------------------------------------
@@ -188,6 +127,8 @@ class Tacc:
             self._ends_seen(view)
         self.queue.refresh(view, self.rebuild_growth)
         self.running.sync(view, self.queue)
+        if self.unshielded:
+            self.unshielded = {tid for tid in self.unshielded if tid in view.running}
 
     def schedule(self, view: View) -> list[Action]:
         if not view.waiting:
@@ -323,12 +264,13 @@ class _Pass:
                     break
             if quotas and self.quota_blocks(t):
                 continue
-            bf_ok, bf_shadow = True, shadow
+            bf_ok, bf_shadow, below = True, shadow, False
             if head is not None:  # checked before any placement work: most candidates fail it
                 if shadow is None:
                     shadow = bf_shadow = self.reserve(head[1])
                 # a preemptible task ranked below the head may backfill anyway: the head can take it back
-                if not (t.preemptible and level_gt(r0, r1, r2, h0, h1, h2)):
+                below = t.preemptible and level_gt(r0, r1, r2, h0, h1, h2)
+                if not below:
                     bf_ok, bf_shadow = self.backfill_ok(t, shadow)
                     if not bf_ok and not can_preempt and not (reclaim and self.below_guarantee(t)):
                         continue
@@ -361,15 +303,9 @@ class _Pass:
                     failed.add(shape)
                 continue
             if fit is not None and not taken and fit.spread:
-                factor = fit.factor if fit.factor is not None else self.spread_factor(t, fit)
-                if factor > 1.0:  # (``spread_or_wait``'s test, inline: most candidates here wait)
-                    wait = self.waits.get((t.nodes, t.gpus_per_node, t.flexible, len(self.out)))
-                    if wait is None:
-                        wait = self.packed_wait(t)
-                    if wait < p.queue.expected_run(t) * (factor - 1.0):
-                        continue  # waits for a packed placement (cheaper than the slowdown)
                 spread_note = self.spread_or_wait(t, fit)
-                assert spread_note is not None
+                if spread_note is None:
+                    continue  # waits for a packed placement (cheaper than the slowdown)
                 note = spread_note
             if fit is None:
                 if tried:
@@ -380,6 +316,8 @@ class _Pass:
             if head is not None and not taken:  # (backfill allowed it: checked above)
                 shadow = bf_shadow
                 note = note or "backfilled: does not delay the head's reserved start"
+                if below and p.take_back:
+                    p.unshielded.add(t.id)
             if taken:
                 pfail = 1 << 30
             for v in taken:
@@ -476,9 +414,9 @@ class _Pass:
                 continue
             if self.reclaim and v.group != t.group and spare < 0:
                 continue  # within its group's guarantee: not taken by another group (no reclaim ping-pong)
-            if v.start is not None and self.now - v.start < self.p.min_run and lv[0] != 0:
+            if v.start is not None and self.now - v.start < self.p.min_run and v.id not in self.p.unshielded:
                 fresh_at = min(fresh_at, v.start + self.p.min_run)
-                continue  # a fresh run is not cut short (no ping-pong paying restarts), except for a starving task
+                continue  # a fresh run is not cut short (no ping-pong paying restarts)
             if len(taken) >= self.p.max_victims:
                 break  # bounds a search: victims come worst first, scattered
             for sl in v.placement.nodes:
@@ -532,7 +470,7 @@ class _Pass:
 
     def _bound_extra(self, t: TaskView, lv: tuple[int, int, int], reclaim: bool) -> dict[str, int]:
         """GPUs per node of the victims ``_could_pack`` counts (they depend on the victims, not on the map)."""
-        if not reclaim and lv[0] != 0:  # by rank alone, young runs spared: kept per level by ``Running``
+        if not reclaim and not self.p.unshielded:  # by rank alone, young runs spared: kept per level by ``Running``
             return self.p.running.gpus_above(lv, self.preempted)
         return self._walk_extra(t, lv, reclaim)
 
@@ -541,7 +479,7 @@ class _Pass:
         assert self.victims is not None
         extra: dict[str, int] = {}
         get = extra.get
-        now, min_run, starving, preempted = self.now, self.p.min_run, lv[0] == 0, self.preempted
+        now, min_run, preempted, unshielded = self.now, self.p.min_run, self.preempted, self.p.unshielded
         l0, l1, l2 = lv
         for r, v in self.victims:
             if not (level_gt(r[0], r[1], r[2], l0, l1, l2) or (reclaim and v.group != t.group)):
@@ -550,7 +488,7 @@ class _Pass:
                 continue
             if v.placement is None or (preempted and v.id in preempted):
                 continue
-            if not starving and v.start is not None and now - v.start < min_run:
+            if v.start is not None and now - v.start < min_run and v.id not in unshielded:
                 continue
             for sl in v.placement.nodes:
                 extra[sl.node] = get(sl.node, 0) + len(sl.gpus)
@@ -592,8 +530,8 @@ class _Pass:
         """The note of a spread start, or None when waiting for a packed placement is cheaper."""
         factor = fit.factor if fit.factor is not None else self.spread_factor(t, fit)
         where = fit.where
-        if factor <= 1.0:
-            return f"spread over {where}: no slowdown expected"
+        if factor <= 1.0 or not self.p.spread_wait:
+            return f"spread over {where}: no slowdown expected" if factor <= 1.0 else f"spread over {where}"
         cost = self.p.queue.expected_run(t) * (factor - 1.0)
         wait = self.packed_wait(t)
         if wait < cost:
@@ -681,14 +619,14 @@ class _Pass:
     # -- wake-ups --------------------------------------------------------------------------------
 
     def _wake(self, left: tuple[int, int, int] | None) -> None:
-        """A wake-up at the next time a waiting task's chances change without any event: a task starts
-        starving, a running one becomes a possible victim of the best level left (any level change, with
+        """A wake-up at the next time a waiting task's chances change without any event: a task rises a
+        level by aging, a running one becomes a possible victim of the best level left (any level change, with
         guarantees to reclaim), or a victim passed over for its ``min_run`` becomes fair game."""
         started = sum(1 for a in self.out if isinstance(a, Start))
         if started >= len(self.view.waiting):
             return
         change = self.p.running.next_change(None if self.reclaim or left is None else left, self.now)
-        at = [x for x in (self.p.queue.next_starvation(), change, self.min_run_at) if x is not None and x < math.inf]
+        at = [x for x in (self.p.queue.next_rise(), change, self.min_run_at) if x is not None and x < math.inf]
         nxt = min((x for x in at if x > self.now), default=None)
         if nxt is not None:
             self.out.append(Wake(max(nxt, self.now + self.p.wake_gap)))

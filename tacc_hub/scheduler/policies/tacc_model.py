@@ -123,9 +123,3 @@ class Model:
 
 def age_bucket(done: float) -> int:
     return bucket(done)
-
-
-def next_edge(done: float) -> float:
-    """The work (seconds) at which a task that has done ``done`` enters its next age bucket (inf: none)."""
-    i = bucket(done)
-    return EDGES[i] if i < BUCKETS - 1 else math.inf

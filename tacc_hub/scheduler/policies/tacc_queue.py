@@ -1,20 +1,16 @@
 """The ``tacc`` queue: who goes first, kept sorted across passes.
 
-Rank of a task (smaller first), as a tuple ``(starving, qos, level, submit, id)``:
+Rank of a task (smaller first), as a tuple ``(1, qos, level, submit, id)`` (the first
+field is constant: levels compare as three ints, ``level_gt``):
 
-1. *Age* (``starving``): a task whose time spent waiting (since submission, not
-   counting its runs) exceeds ``starve_after`` goes ahead of every other, oldest
-   submission first. Nothing starves: a stream of short tasks delays a big one at
-   most that long before it outranks them all (and may preempt them).
-2. *QoS class*: interactive, then normal, then low (unknown classes: normal).
-3. *Level*: the level of the Gittins index of the task's attained service
+1. *QoS class*: interactive, then normal, then low (unknown classes: normal).
+2. *Level*: the level of the Gittins index of the task's attained service
    (``tacc_model``: shortest-expected first, learned from completed tasks),
-   bounded by its time limit, less one per ``age_step`` waited (aging: an old
-   task rises gradually, so an overloaded queue does not turn FIFO as with the
-   guard alone), plus a fair-share shift. A running task is
-   preempted only for a task of a strictly better ``(starving, qos, level)``,
-   so tasks of one level never preempt each other.
-4. Submit time (and id): FIFO inside a level; a preempted task keeps its place by age.
+   bounded by its time limit and per GPU, less one per ``age_step`` waited (aging:
+   nothing waits forever, as an old task rises until it outranks every fresh one),
+   plus a fair-share shift. A running task is preempted only for a task of a
+   strictly better ``(qos, level)``, so tasks of one level never preempt each other.
+3. Submit time (and id): FIFO inside a level; a preempted task keeps its place by age.
 
 Fair share (Slurm's classic multifactor, with decay): each group's and user's
 GPU-seconds, decayed with ``half_life``, recomputed every ``calc_period``; a
@@ -24,35 +20,24 @@ inside its group): heavy users sink, light ones rise, but a short task of a
 heavy group still passes a long one. Usage starts from ``View.history.past`` (what
 the service's store says was used before it started), so a restart forgets nothing.
 
-Context (``context_width`` > 0): a task's Gittins curve is that of its context, not
-only its group's: ``group|gpus|class``, where the class is the run-time class
-(``context_width`` history buckets) of the longest task of its batch seen to end
-("n" while none has), and a batch is the tasks of one group, user and GPU count
-submitted less than ``batch_gap`` apart (Philly's jobs come in bursts of alike
-jobs). The policy learns the curves from the ends it sees itself (``completed``:
-a task gone from both running and waiting, with the work it had done), so a
-restarted service starts from the groups' curves again. A task that has not run
-yet moves to its batch's class when a longer sibling ends (its entry is re-sorted);
-once it has run, its context is fixed, so a running task's rank changes only as
-described below.
+Context (``context_width`` > 0): a task's curve is that of ``group|gpus|class``, the
+class being the run-time class (``context_width`` history buckets) of the longest
+task of its batch seen to end ("n": none yet); a batch is the tasks of one group,
+user and GPU count submitted less than ``batch_gap`` apart (jobs come in bursts of
+alike jobs). The curves are learned from the ends the policy sees (``completed``), so
+a restarted service starts from the groups' curves. A task that has not run moves to
+its batch's class when a longer sibling ends; once it has run, its context is fixed.
 
-Within one user, tasks go by the user's ``priority`` first (higher first), then
-by rank: the owner orders their own tasks.
+Within one user, tasks go by the user's ``priority`` first (higher first), then by rank.
 
-Invariants: waiting tasks are held in one sorted list per (group, user) whose
-order does not depend on fair share (and, while no known task has a priority,
-also in one list of them all sorted by rank, ``flat``: then the walk needs no
-merge; rebuilt when fair share moves ranks) (a shift moves a whole list), so a
-fair-share update costs no re-sort; a list is rebuilt only when the duration
-model changes. Entries hold the exact ``TaskView`` they were made from; an entry
-is removed (by bisection) when its task leaves, comes back with new service or
-starts starving (then it is walked from ``starving``), so a walk meets only live
-entries and costs what it yields. A
-caller may pass the same ``TaskView`` objects pass after pass (the simulator) or
-fresh ones (a service): a fresh view equal in every ranked field keeps its entry
-(``ranked`` then yields the first view seen: the same values). A view whose
-``changes`` follow the last one synced is synced from them alone (O(changes));
-any other view is compared task by task.
+Invariants: waiting tasks are held in one sorted list per (group, user) whose order
+does not depend on fair share (a shift moves a whole list: no re-sort), and, while no
+task has a priority, in one list of them all (``flat``: no merge; rebuilt when fair
+share moves ranks); lists are rebuilt only when the model changes. An entry holds the
+exact ``TaskView`` it was made from and is removed (by bisection) when its task leaves,
+comes back with new service or rises a level, so a walk meets only live entries. A
+fresh view equal in every ranked field keeps its entry; a view whose ``changes``
+follow the last one synced is synced from them alone (O(changes)).
 """
 
 from __future__ import annotations
@@ -71,7 +56,7 @@ from .tacc_model import Curve, Model, age_bucket
 
 QOS_RANK = {"interactive": 0, "high": 0, "normal": 1, "low": 2}
 
-Rank = tuple[int, int, int, float, int]  # (starving, qos, level, submit, id)
+Rank = tuple[int, int, int, float, int]  # (1, qos, level, submit, id)
 
 
 def level_gt(a0: int, a1: int, a2: int, b0: int, b1: int, b2: int) -> bool:
@@ -85,29 +70,26 @@ def level_gt(a0: int, a1: int, a2: int, b0: int, b1: int, b2: int) -> bool:
 
 
 class Queue:
-    """Sorted waiting tasks, fair-share factors and starvation, for one policy instance."""
+    """Sorted waiting tasks, fair-share factors and aging, for one policy instance."""
 
-    def __init__(self, half_life: float, calc_period: float, fair_weight: float, starve_after: float,
-                 level_ratio: float, size_exponent: float, age_step: float = 0.0, context_width: int = 0,
+    def __init__(self, half_life: float, calc_period: float, fair_weight: float, level_ratio: float,
+                 size_exponent: float, age_step: float = 0.0, context_width: int = 0,
                  batch_gap: float = 1800.0, probes: int = 0) -> None:
         self.half_life, self.calc_period, self.fair_weight = half_life, calc_period, fair_weight
-        self.starve_after, self.size_exponent = starve_after, size_exponent
+        self.size_exponent = size_exponent
         self.age_step = age_step  # a waiting task rises one level per ``age_step`` seconds waited (0: never)
-        self.age_heap: list[tuple[float, int, TaskView]] = []  # (when the task rises a level, id, view)
+        self.age_heap: list[tuple[float, int, int, TaskView]] = []  # (when the task rises a level, id, seq, view)
         self.ratio = level_ratio
         self._log_ratio = math.log(level_ratio)
         self.model = Model.build(None, level_ratio)
         self.lists: dict[tuple[str, str], list[tuple[Any, int, int, TaskView]]] = {}
         self.seq = 0
         self.known: dict[int, TaskView] = {}
-        self.entry: dict[int, tuple[Any, int, int, TaskView]] = {}  # the live list entry per task (not starving)
-        self.starve_entry: dict[int, tuple[float, int, int, TaskView]] = {}  # the live entry in ``starving``
+        self.entry: dict[int, tuple[Any, int, int, TaskView]] = {}  # the live list entry per task
         self.hint: list[int] = []  # tasks that probably left the queue since the last sync (started by the policy)
         self.fresh = False  # the last sync met fresh views equal to known ones
         self.runs: dict[int, tuple[TaskView, Model, float]] = {}  # expected_run per waiting task and model
         self.entries = 0
-        self.starve_heap: list[tuple[float, int, TaskView]] = []
-        self.starving: list[tuple[float, int, int, TaskView]] = []  # (submit, id, seq, view)
         self.usage_g: dict[str, float] = {}
         self.usage_u: dict[tuple[str, str], float] = {}
         self.shift: dict[tuple[str, str], int] = {}
@@ -229,8 +211,6 @@ class Queue:
     def rank(self, t: TaskView, now: float) -> Rank:
         """The rank of a task, waiting or running, at ``now``."""
         qos = QOS_RANK.get(t.qos, 1)
-        if self.waited(t, now) > self.starve_after:
-            return (0, qos, 0, t.submit, t.id)
         level = self.base_level(t, t.done_at(now)) - self.tier(t, now)
         return (1, qos, level + self.shift.get((t.group, t.owner), 0), t.submit, t.id)
 
@@ -283,7 +263,7 @@ class Queue:
         self.known[t.id] = t
 
     def _unlist(self, tid: int) -> None:
-        """Drop the task's entries from its list and from ``starving`` (so walks never meet stale ones)."""
+        """Drop the task's entry from its list (so walks never meet stale ones)."""
         e = self.entry.pop(tid, None)
         if e is not None:
             t = e[3]
@@ -297,12 +277,6 @@ class Queue:
                 i = bisect.bisect_left(flat, (self._flat_rank(e),))
                 if i < len(flat) and flat[i][1] is t:
                     del flat[i]
-        se = self.starve_entry.pop(tid, None)
-        if se is not None:
-            st = self.starving
-            i = bisect.bisect_left(st, se)
-            if i < len(st) and st[i][2] == se[2]:
-                del st[i]
 
     def _insert(self, t: TaskView, now: float) -> None:
         self._unlist(t.id)
@@ -317,12 +291,11 @@ class Queue:
         if self.flat is not None:
             bisect.insort(self.flat, (self._flat_rank(e), t))
         self.entries += 1
-        ran = t.attained / t.gpus if t.gpus else 0.0
-        heapq.heappush(self.starve_heap, (t.submit + ran + self.starve_after, t.id, t))
         if self.age_step > 0:
+            ran = t.attained / t.gpus if t.gpus else 0.0
             rise = t.submit + ran + (self.tier(t, now) + 1) * self.age_step
-            if now < rise < t.submit + ran + self.starve_after:  # (later than now: the rise loop in _sync ends)
-                heapq.heappush(self.age_heap, (rise, t.id, t))
+            if now < rise:  # (later than now: the rise loop in _sync ends)
+                heapq.heappush(self.age_heap, (rise, t.id, self.seq, t))
 
     def _rebuild(self, waiting: Mapping[int, TaskView], now: float, reuse_keys: bool = False) -> None:
         """Re-sort the known tasks still waiting (new ones are inserted by ``_sync``). With ``reuse_keys`` (the
@@ -342,9 +315,6 @@ class Queue:
             self._know(t)
             self.entries += 1
             lst = self.lists.setdefault((t.group, t.owner), [])
-            se = self.starve_entry.get(t.id)
-            if se is not None and se[3] is t:
-                continue  # starving: walked from ``starving``, not from its list
             self.seq += 1
             was = prev.get(t.id) if reuse_keys else None
             e = (was[0] if was is not None and was[3] is t else self._key(t, now), t.id, self.seq, t)
@@ -401,22 +371,13 @@ class Queue:
         self._rise(view.now)
 
     def _rise(self, now: float) -> None:
-        """Move the tasks that rose a level or started starving by ``now``; drop lists of users gone."""
+        """Move the tasks that rose a level by ``now``; drop lists of users gone."""
         known = self.known
         heap = self.age_heap
         while heap and heap[0][0] <= now:  # risen a level by waiting: its place in its list moves up
-            _, tid, t = heapq.heappop(heap)
+            _, tid, _, t = heapq.heappop(heap)
             if known.get(tid) is t and tid in self.entry:
                 self._insert(t, now)
-        heap = self.starve_heap
-        while heap and heap[0][0] <= now:
-            _, tid, t = heapq.heappop(heap)
-            if known.get(tid) is t and tid in self.entry:
-                self._unlist(tid)
-                self.seq += 1
-                se = (t.submit, tid, self.seq, t)
-                bisect.insort(self.starving, se)
-                self.starve_entry[tid] = se
         # ``entries`` counts inserts since the last compaction (stale ones included): it only decides when
         # lists of (group, user) without waiting tasks are dropped (fair share walks the lists' keys)
         if self.entries > 2 * len(known) + 100:
@@ -443,10 +404,10 @@ class Queue:
         self.runs[t.id] = (t, self.model, v)
         return v
 
-    def next_starvation(self) -> float | None:
-        """When the next waiting task starts starving (entries of tasks gone or changed are dropped here)."""
-        heap, known, entry = self.starve_heap, self.known, self.entry
-        while heap and not (known.get(heap[0][1]) is heap[0][2] and heap[0][1] in entry):
+    def next_rise(self) -> float | None:
+        """When the next waiting task rises a level by aging (entries of tasks gone or changed are dropped here)."""
+        heap, known, entry = self.age_heap, self.known, self.entry
+        while heap and not (known.get(heap[0][1]) is heap[0][3] and heap[0][1] in entry):
             heapq.heappop(heap)
         return heap[0][0] if heap else None
 
@@ -495,10 +456,6 @@ class Queue:
 
     def ranked(self, view: View) -> Iterator[tuple[Rank, TaskView]]:
         """Every waiting task, best first, with its rank."""
-        known = self.known
-        for submit, tid, _, t in self.starving:
-            if known.get(tid) is t:
-                yield (0, QOS_RANK.get(t.qos, 1), 0, submit, tid), t
         if not self.prioritized:  # every list is sorted by rank: one sorted list of them all, no merge
             flat = self.flat
             if flat is None:
@@ -524,7 +481,7 @@ class Queue:
 
     @staticmethod
     def _walk(lst: list[tuple[Any, int, int, TaskView]], shift: int) -> Iterator[tuple[Rank, TaskView]]:
-        # lists hold exactly the live entries of tasks not starving (``_unlist``)
+        # lists hold exactly the live entries (``_unlist``)
         for key, tid, _, t in lst:
             yield (1, key[0], key[2] + shift, key[3], tid), t
 

@@ -36,7 +36,7 @@ NO_LEVEL: Level = (-1, -1, -1)  # better than any: a change of a non-preemptible
 
 class Running:
     def __init__(self, min_run: float = 0.0) -> None:
-        self.min_run = min_run  # a run this young is no victim but of a starving task (``Tacc.min_run``)
+        self.min_run = min_run  # a run this young is no victim (``Tacc.min_run``)
         # GPUs per node of the preemptible runs at least ``min_run`` old, per level (``gpus_above``); a younger
         # one waits in ``young`` ((start, id) heap, ``young_at``: id -> start) until it is that old (``_mature``)
         self.lv_nodes: dict[Level, dict[str, int]] = {}
@@ -256,7 +256,7 @@ class Running:
 
     def gpus_above(self, lv: Level, preempted: set[int]) -> dict[str, int]:
         """GPUs per node of the preemptible runs of a level worse than ``lv``, at least ``min_run`` old as of
-        the last sync, and not in ``preempted``: what the victims a non-starving task may take hold."""
+        the last sync, and not in ``preempted``: what the victims a task may take by rank hold."""
         out: dict[str, int] = {}
         get = out.get
         l0, l1, l2 = lv

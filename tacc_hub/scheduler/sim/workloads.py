@@ -179,9 +179,10 @@ def slowdown() -> SlowdownTable:
     return _SLOWDOWN[0]
 
 
-def replay(w: Workload, policy: str) -> Result:
-    """``w`` under the policy named ``policy`` (``policies.POLICIES``), with the suite's spread slowdowns."""
-    p: Any = make(policy)
+def replay(w: Workload, policy: str, **kwargs: Any) -> Result:
+    """``w`` under the policy named ``policy`` (``policies.POLICIES``), built with ``kwargs`` (none: its
+    defaults), with the suite's spread slowdowns."""
+    p: Any = make(policy, **kwargs)
     limits = w.limits
     if limits:
         p = UserLimits(p, limits)
