@@ -69,7 +69,7 @@ Plan = tuple[list[tuple[str, int]], bool]  # (node, GPU count) pairs, spread
 
 def slot_counts(placement: Placement) -> tuple[tuple[str, int], ...]:
     """A placement as (node, GPU count) pairs (what ``FreeCounts`` takes)."""
-    return tuple((sl.node, len(sl.gpus)) for sl in placement.nodes)
+    return tuple([(sl.node, len(sl.gpus)) for sl in placement.nodes])
 
 
 @functools.lru_cache(maxsize=4096)  # bounded: a few thousand shared objects at most
@@ -80,7 +80,8 @@ def _node_slots(node: str, gpus: tuple[int, ...]) -> NodeSlots:
 
 def min_nodes(gpus: int, node_size: int) -> int:
     """The fewest nodes of ``node_size`` GPUs that hold ``gpus`` GPUs."""
-    return max(1, -(-gpus // max(1, node_size)))
+    n = -(-gpus // (node_size if node_size > 1 else 1))  # (as max(1, ...) twice, without the calls: a hot path)
+    return n if n > 1 else 1
 
 
 def switches_of(placement: Placement, switch: dict[str, str]) -> int:
@@ -124,7 +125,7 @@ class FreeMap:
         """Free GPUs per node; kept until the map changes (its generation): read it, never change it."""
         c = self._counts
         if c is None or self._counts_gen != self.gen:
-            c = self._counts = {n: len(f) for n, f in self.free.items()}
+            c = self._counts = dict(zip(self.free.keys(), map(len, self.free.values()), strict=True))
             self._counts_gen = self.gen
         return c
 

@@ -178,6 +178,7 @@ class _Pass:
         self.base = policy.maps.current(view.nodes)  # never changed by the pass
         self.free = self.base.copy()
         self.out: list[Action] = []
+        self.runs, self.runs_model = policy.queue.runs, policy.queue.model  # ``expected_run``'s cache (``backfill_ok``)
         self.preempted: set[int] = set()
         self.victims: list[tuple[Rank, TaskView]] | None = None
         self.held_u: dict[str, int] = {}
@@ -244,17 +245,18 @@ class _Pass:
         tested = 0
         failed: set[Shape] = set()
         pfail = 1 << 30  # the fewest GPUs a flexible task failed to get by preemption in this pass
-        walked = False  # a task was walked: the last one's level and id
-        p0, p1, p2, prev_id = 0, 0, 0, -1
+        prev: TaskView | None = None  # the task walked last, and its level
+        p0, p1, p2 = 0, 0, 0
         left: tuple[int, int, int] | None = None  # the best level walked that did not start
         quotas, reclaim, max_bf = self.q is not None, self.reclaim, p.max_backfill_test
         for rank, t in p.queue.ranked(self.view):
             r0, r1, r2 = rank[0], rank[1], rank[2]
-            lv = (r0, r1, r2)
-            if left is None and walked and not self._started(prev_id):
+            if left is None and prev is not None and not self._started(prev.id):
                 left = (p0, p1, p2)
-            walked, p0, p1, p2, prev_id = True, r0, r1, r2, t.id
-            can_preempt = worst is not None and level_gt(w0, w1, w2, r0, r1, r2)
+            prev = t
+            p0, p1, p2 = r0, r1, r2
+            # level_gt(w0, w1, w2, r0, r1, r2), written inline (a call per task walked costs, as Python)
+            can_preempt = worst is not None and (w0 > r0 if w0 != r0 else w1 > r1 if w1 != r1 else w2 > r2)
             if free.total == 0 and (self.searches >= p.max_preempt_test or (
                     (not can_preempt or pfail <= 1) and not reclaim)):
                 break  # nothing free, and nobody below can (or may, in this pass) preempt: victims only shrink
@@ -262,6 +264,8 @@ class _Pass:
                 tested += 1
                 if tested > max_bf:
                     break
+                if not can_preempt and not reclaim and (t.gpus > free.total or t.shape in failed):
+                    continue  # no room and no victim: it cannot start (most candidates; the same as below, sooner)
             if quotas and self.quota_blocks(t):
                 continue
             bf_ok, bf_shadow, below = True, shadow, False
@@ -269,7 +273,7 @@ class _Pass:
                 if shadow is None:
                     shadow = bf_shadow = self.reserve(head[1])
                 # a preemptible task ranked below the head may backfill anyway: the head can take it back
-                below = t.preemptible and level_gt(r0, r1, r2, h0, h1, h2)
+                below = t.preemptible and (r0 > h0 if r0 != h0 else r1 > h1 if r1 != h1 else r2 > h2)
                 if not below:
                     bf_ok, bf_shadow = self.backfill_ok(t, shadow)
                     if not bf_ok and not can_preempt and not (reclaim and self.below_guarantee(t)):
@@ -290,6 +294,7 @@ class _Pass:
                 try_it = can_preempt or (reclaim and self.below_guarantee(t))
                 if try_it and fit is None and t.flexible and t.gpus >= pfail and not self.reclaim:
                     try_it = False  # a smaller task of a better level already found no victims
+                lv = (r0, r1, r2)
                 packed = self.preempt_for(t, lv, fit is None) if try_it else None
                 if try_it and packed is None and fit is None and t.flexible:
                     pfail = min(pfail, t.gpus)
@@ -328,7 +333,7 @@ class _Pass:
             self._hold(t, +1)
             failed.clear()
             self.out.append(Start(t.id, fit.placement, note or _packed_note(fit)))
-        if left is None and walked and not self._started(prev_id):
+        if left is None and prev is not None and not self._started(prev.id):
             left = (p0, p1, p2)  # (the walk stopped at it, or it was the last)
         self._wake(left)
         return self.out
@@ -374,7 +379,7 @@ class _Pass:
         """
         if self.victims is None:
             self.victims = self.p.running.victims(self.view, self.preempted)
-        reclaim = self.below_guarantee(t)
+        reclaim = self.reclaim and self.below_guarantee(t)
         free = self.free
         gen0 = free.gen
         # the search depends only on these and the map, with the GPUs held per group (both change only with an
@@ -610,7 +615,9 @@ class _Pass:
         """Whether ``t`` may start without delaying the head's reserved start, and the reservation after it
         (for a task not both preemptible and ranked below the head: such a one may always start)."""
         at, extra = shadow
-        if self.now + self.p.queue.expected_run(t) <= at:
+        hit = self.runs.get(t.id)  # (``Queue.expected_run``'s cache, looked up inline: most candidates come here)
+        run = hit[2] if hit is not None and hit[0] is t and hit[1] is self.runs_model else self.p.queue.expected_run(t)
+        if self.now + run <= at:
             return True, shadow
         if t.gpus <= extra:
             return True, (at, extra - t.gpus)

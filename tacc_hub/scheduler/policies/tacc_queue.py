@@ -427,11 +427,14 @@ class Queue:
             ug[g] *= decay
         for k in uu:
             uu[k] *= decay
-        for t in view.running.values():
-            since = max(t.start if t.start is not None else now, now - dt)
+        lo = now - dt
+        for t in view.running.values():  # (the same sums in the same order; fewer lookups: a hot loop)
+            since = max(t.start if t.start is not None else now, lo)
             used = t.gpus * (now - since)
-            ug[t.group] = ug.get(t.group, 0.0) + used
-            uu[(t.group, t.owner)] = uu.get((t.group, t.owner), 0.0) + used
+            g = t.group
+            ug[g] = ug.get(g, 0.0) + used
+            k = (g, t.owner)
+            uu[k] = uu.get(k, 0.0) + used
         for g, u in self.lists:  # every (group, user) with waiting tasks, without walking the queue
             ug.setdefault(g, 0.0)
             uu.setdefault((g, u), 0.0)
@@ -442,8 +445,12 @@ class Queue:
             users_of[g] = users_of.get(g, 0) + 1
         w = self.fair_weight
         shift = {}
+        groups = len(ug)
+        shift_g: dict[str, int] = {}  # per group (the same for each of its users)
         for (g, u), used in uu.items():
-            sg = _shift(w, ug[g] / total * len(ug)) if total > 0 else 0
+            sg = shift_g.get(g)
+            if sg is None:
+                sg = shift_g[g] = _shift(w, ug[g] / total * groups) if total > 0 else 0
             su = _shift(w, used / ug[g] * users_of[g]) if ug[g] > 0 else 0
             if sg or su:
                 shift[(g, u)] = sg + su
