@@ -4,7 +4,9 @@ Position is the task's place in ``tacc``'s order (1 = next). The estimate is a
 forward projection in that order, like Slurm's backfill estimate: GPUs free now,
 plus each running task's GPUs at its expected end (median remaining time given
 its attained service); each waiting task in turn starts when enough GPUs are
-free and holds them for its expected run time. The projection counts GPUs, not
+free and holds them for its median run time (not the mean: run times are
+heavy-tailed, and a task that outlives its median is demoted and preempted by
+the ones behind it). The projection counts GPUs, not
 shapes, and does not backfill, so estimates never decrease with position, except
 that a task at its user's or group's GPU cap (reason ``Quota``) starts no earlier
 than the GPUs holding that cap are expected back (``capwait.CapClock``): it may
@@ -33,10 +35,12 @@ from ..capwait import CapClock
 from ..explain import OVER_QUOTA, over_quota
 from ..policy import Explanation, Quotas, TaskView, View
 from ..topology import FreeMap, switches_of
-from .tacc_running import expected_end, expected_run
+from .tacc_model import age_bucket
+from .tacc_running import expected_end
 
 if TYPE_CHECKING:
     from .tacc import Tacc
+    from .tacc_queue import Queue
 
 
 def explain(policy: Tacc, view: View) -> dict[int, Explanation]:
@@ -95,12 +99,20 @@ def explain(policy: Tacc, view: View) -> dict[int, Explanation]:
         k = (t.group, t.done, t.time_limit, t.predicted if no_history else 0.0)
         run = runs.get(k)
         if run is None:
-            run = runs[k] = expected_run(t, q)
+            run = runs[k] = _median_run(t, q)
         heapq.heappush(ends, (start + run, t.gpus))
         caps.add(f"user:{t.owner}", start + run, t.gpus)
         caps.add(f"group:{t.group}", start + run, t.gpus)
         out[t.id] = Explanation(reason, pos, start, detail)
     return out
+
+
+def _median_run(t: TaskView, q: Queue) -> float:
+    """How long a waiting task should hold its GPUs: its median remaining time, capped by its limit."""
+    left = q.curve(t).median_left[age_bucket(t.done)] if q.model.version else max(1.0, t.predicted - t.done)
+    if t.time_limit is not None:
+        left = min(left, max(1.0, t.time_limit - t.done))
+    return left
 
 
 def _quota(t: TaskView, quotas: Quotas, held_u: dict[str, int],

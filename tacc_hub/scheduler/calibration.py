@@ -1,0 +1,84 @@
+"""Start estimates corrected by how the estimator's own past estimates came out.
+
+A projection (``explain``, ``tacc_explain``) assumes every task ahead keeps its GPUs
+until it ends and nothing arrives later; the scheduler backfills, preempts, and
+puts later arrivals ahead, so its estimates run late by a factor that depends on
+the policy and the workload. ``Calibration`` learns that factor online: the first
+estimate given to each task (``asked``) is kept, and when the task starts
+(``started``) the ratio actual / estimated wait joins a window of the last
+``window`` ratios; ``adjust`` scales every estimated wait by their median once
+``min_samples`` are in. Only what has already happened is used (no future
+information), so a replay measures what a live service would show.
+
+It learns from tasks that waited at least ``min_wait`` (10 min): the waits users
+see and ask about. Tasks that start at once (most of them on a lightly loaded
+cluster) would pull the factor toward zero and make every later estimate "now";
+the price is that a task that does start at once was shown a later time than it
+got. Estimated waits under a minute count as one minute, so a task told "now"
+that did not start is still corrected.
+
+Cost: O(1) per task asked or started; ``adjust`` O(tasks) plus a median of the
+window when it changed. It never changes a scheduling decision.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import replace
+from statistics import median
+
+from .policy import Explanation
+
+MIN_WAIT = 600.0  # learn from tasks that waited at least this long (s)
+FLOOR = 60.0  # estimated waits shorter than this count as this long (s)
+
+
+class Calibration:
+    def __init__(self, window: int = 200, min_samples: int = 10, min_wait: float = MIN_WAIT) -> None:
+        self.min_samples = min_samples
+        self.min_wait = min_wait
+        self.ratios: deque[float] = deque(maxlen=window)  # actual / estimated wait of the last tasks started
+        self.first: dict[int, tuple[float, float]] = {}  # task -> (when first asked, its estimated wait then)
+        self._factor: float | None = None  # the median of ``ratios`` (None: recompute)
+
+    def asked(self, now: float, raw: Mapping[int, Explanation]) -> None:
+        """Keep the first estimate each task of ``raw`` got (uncorrected; tasks without one are skipped)."""
+        first = self.first
+        for tid, e in raw.items():
+            if e.estimated_start is not None and tid not in first:
+                first[tid] = (now, max(0.0, e.estimated_start - now))
+
+    def started(self, tid: int, at: float) -> None:
+        """Task ``tid`` started at ``at`` (or left the queue: pass it to ``forget``)."""
+        got = self.first.pop(tid, None)
+        if got is None:
+            return
+        asked_at, est = got
+        wait = at - asked_at
+        if wait >= self.min_wait:
+            self.ratios.append(wait / max(est, FLOOR))
+            self._factor = None
+
+    def forget(self, tid: int) -> None:
+        """Task ``tid`` left the queue without starting (cancelled)."""
+        self.first.pop(tid, None)
+
+    def factor(self) -> float:
+        """The correction applied to estimated waits (1.0 until ``min_samples`` ratios are in)."""
+        if len(self.ratios) < self.min_samples:
+            return 1.0
+        if self._factor is None:
+            self._factor = median(self.ratios)
+        return self._factor
+
+    def adjust(self, now: float, raw: Mapping[int, Explanation]) -> dict[int, Explanation]:
+        """``raw`` with every estimated wait scaled by ``factor`` (never before ``now``)."""
+        f = self.factor()
+        if f == 1.0:
+            return dict(raw)
+        out: dict[int, Explanation] = {}
+        for tid, e in raw.items():
+            est = e.estimated_start
+            out[tid] = e if est is None else replace(e, estimated_start=now + max(est - now, FLOOR) * f)
+        return out
