@@ -82,7 +82,8 @@ def explain(policy: Tacc, view: View) -> dict[int, Explanation]:
     avail, clock = free.total, now
     shapes: dict[tuple[int, int, bool, bool], bool] = {}
     out: dict[int, Explanation] = {}
-    runs: dict[tuple[str, float, float | None, float], float] = {}  # expected run times, by what they depend on
+    # (median run, time it holds its GPUs) by what they depend on (the curve: its context's, or its group's)
+    runs: dict[tuple[int, float, float | None, float, bool], tuple[float, float]] = {}
     no_history = q.model.version == 0  # no history: the estimate depends on the task's prediction
     pos = 0
     for rk, t in q.ranked(view):
@@ -142,13 +143,15 @@ def explain(policy: Tacc, view: View) -> dict[int, Explanation]:
         if reason == "Quota" and quotas is not None:  # at a cap: not before the GPUs holding it come back
             start = max(caps.earliest(f"user:{t.owner}", t.gpus, quotas.user(t.owner).max_gpus, clock),
                         caps.earliest(f"group:{t.group}", t.gpus, quotas.group(t.group).max_gpus, clock))
-        k = (t.group, t.done, t.time_limit, t.predicted if no_history else 0.0)
-        run = runs.get(k)
-        if run is None:
-            run = runs[k] = _median_run(t, q)
-        hold = run
-        if t.preemptible:  # likewise for a task projected to start
-            hold = min(run, max(min_run, _to_next_level(t, q, t.done)))
+        curve = q.curve(t)
+        k = (id(curve), t.done, t.time_limit, t.predicted if no_history else 0.0, t.preemptible)
+        got = runs.get(k)
+        if got is None:
+            run = _median_run(t, q)
+            # a preemptible one holds its GPUs until it drops a level: the tasks of its level take them then
+            hold = min(run, max(min_run, _to_next_level(t, q, t.done))) if t.preemptible else run
+            got = runs[k] = (run, hold)
+        run, hold = got
         heapq.heappush(ends, (start + hold, t.gpus, -1))
         caps.add(f"user:{t.owner}", start + run, t.gpus)
         caps.add(f"group:{t.group}", start + run, t.gpus)
