@@ -15,10 +15,12 @@ per switch (as ``bench_scheduler_replay.py``), or ``--suite``: the 17 of ``sim.w
 Philly jobs carry no time limit: the Slurm-style estimate uses ``estimates.written_limit`` (true duration
 x 2-10, fixed per job); ``--exact-limits`` gives it each job's true duration instead (users who know their
 run times: what is left is the order). ``--sample K`` asks only for jobs whose id is a multiple of K (each ask explains
-the whole queue): the sample size is printed.
+the whole queue): the sample size is printed. Ours is what the service shows: the policy's projection
+corrected by ``calibration.Calibration``; the raw column is the projection alone. ``--explain-at COMMIT``
+replaces ours by ``tacc``'s projection of that commit, uncalibrated (the estimate before it changed).
 
 Usage: nice -n 19 python benchmarks/bench_start_estimates.py [--policies tacc] [--limit N] [--sample K]
-       [--workers 2] [--suite] [--exact-limits]
+       [--workers 2] [--suite [--workloads a,b]] [--exact-limits] [--explain-at COMMIT]
 """
 
 from __future__ import annotations
@@ -90,10 +92,18 @@ def _policy(name: str, w: Workload) -> Any:
     return UserLimits(make(name), w.limits) if w.limits else make(name)
 
 
-def _run(args: tuple[Workload, str, int, bool, SlowdownTable]) -> Outcome:
-    w, name, sample, exact, slowdown = args
+def _run(args: tuple[Workload, str, int, bool, SlowdownTable, str | None]) -> Outcome:
+    w, name, sample, exact, slowdown, explain_at = args
+    if explain_at:  # tacc's projection as it was at that commit, uncalibrated (Tacc.explain imports it per call)
+        from bench_explain_cost import at_commit
+
+        from tacc_hub.scheduler.policies import tacc_explain
+
+        tacc_explain.explain = at_commit(explain_at).explain  # type: ignore[assignment]
     plain = simulate(w.jobs, w.cluster, _policy(name, w), slowdown)
     est = StartEstimates(sample=sample, limit=_exact if exact else written_limit)
+    if explain_at:
+        est.calibration = None
     rec = simulate(w.jobs, w.cluster, _policy(name, w), slowdown, estimates=est)
     return Outcome(w.name, name, len(rec.records), plain.wall_s, rec.wall_s, plain.records == rec.records, est.asks,
                    sum(a.kind == SUBMIT for a in est.asked), est.explain_s, est.slurm_s,
@@ -139,9 +149,13 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--suite", action="store_true", help="the workloads of sim.workloads instead of the two Philly")
     ap.add_argument("--workloads", default="", help="with --suite: only these (comma-separated names)")
+    ap.add_argument("--explain-at", default=None, help="ours: tacc_explain.py of this commit, uncalibrated "
+                    "(the estimate before)")
     ap.add_argument("--exact-limits", action="store_true", help="Slurm-style limits: true durations, not 2-10x")
     args = ap.parse_args()
-    print(f"scheduler: {native.status()}; sample: every {args.sample} job(s); Slurm-style limits: "
+    print(f"scheduler: {native.status()}; sample: every {args.sample} job(s); "
+          + (f"ours: tacc_explain.py at {args.explain_at}, uncalibrated; " if args.explain_at else "")
+          + "Slurm-style limits: "
           + ("true durations" if args.exact_limits else "the trace's, else true duration x 2-10")
           + (f"; first {args.limit:,} jobs of each workload" if args.limit else ""))
     t0 = time.perf_counter()
@@ -149,7 +163,7 @@ def main() -> None:
     loads = suite(args.limit, names_w) if args.suite else philly(args.limit)
     slowdown = derive(PLACEMENTS)
     names = [n for n in args.policies.split(",") if n]
-    work = [(w, n, args.sample, args.exact_limits, slowdown) for w in loads for n in names]
+    work = [(w, n, args.sample, args.exact_limits, slowdown, args.explain_at) for w in loads for n in names]
     work.sort(key=lambda x: -len(x[0].jobs))  # the longest first: better packing of the workers
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         done = {}
