@@ -9,9 +9,10 @@ estimated wait joins a window of the last ``window`` ratios. ``factor`` is their
 median, shrunk toward 1 while there are few (as if ``prior`` more ratios of 1 were
 in the window) and kept within [``lo``, ``hi``] (1 to 3): a regime the window
 learned from (a burst, an outage) may be over by the time its tasks start, and
-an unbounded factor carries it over to the next (one Philly virtual cluster went
-from 54% of its estimates within 2x to 17%). ``adjust`` scales every estimated
-wait by the factor. Only what has already happened is used (no future
+the factor carries it over to the next; the bound limits that, it does not undo
+it (where the projection is already right the correction still costs: see
+benchmarks/README.md, "Start estimates"). ``adjust`` scales every estimated wait
+by the factor. Only what has already happened is used (no future
 information), so a replay measures what a live service would show.
 
 It learns from tasks that waited at least ``min_wait`` (10 min): the waits users
