@@ -40,6 +40,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, replace
 
+from .calibration import Calibration
 from .cluster import ClusterState, NodeSlots, Placement
 from .explain import cap_clock, cap_start, held_by, quota_block, quota_reason, startable
 from .explain import explain as generic_explain
@@ -67,6 +68,7 @@ class LiveQueue:
         self.preempting: set[int] = set()
         self.constraints: dict[int, tuple[str | None, str | None]] = {}  # task -> (partition, gpu type)
         self.history = DurationHistory()  # run times of ended tasks, per group: what a policy may learn from
+        self.calibration = Calibration()  # corrects ``explain``'s estimates by how past ones came out
 
     # --- bookkeeping ---------------------------------------------------------------------
 
@@ -88,6 +90,7 @@ class LiveQueue:
         """A task left for good (cancelled while waiting, or ended): forget it and free its slots."""
         self.waiting.pop(task_id, None)
         self.running.pop(task_id, None)
+        self.calibration.forget(task_id)
         self.preempting.discard(task_id)
         self.constraints.pop(task_id, None)
         self.cluster.release(task_id)
@@ -234,6 +237,7 @@ class LiveQueue:
                     continue  # slots of a task still stopping after preemption: decided again next pass
                 del self.waiting[t.id]
                 self.running[t.id] = replace(t, start=now, placement=a.placement)
+                self.calibration.started(t.id, now)
                 users[t.owner] = users.get(t.owner, 0) + t.gpus
                 groups[t.group] = groups.get(t.group, 0) + t.gpus
                 per_user[t.owner] = per_user.get(t.owner, 0) + 1
@@ -270,7 +274,8 @@ class LiveQueue:
     # --- explaining ----------------------------------------------------------------------
 
     def explain(self, now: float, quotas: Quotas | None = None) -> dict[int, Explanation]:
-        """Why each waiting task waits, its position and estimated start (see ``explain``)."""
+        """Why each waiting task waits, its position and estimated start (see ``explain``), the estimates corrected
+        by how past ones came out (``calibration``)."""
         fn = getattr(self.policy, "explain", None)
         out: dict[int, Explanation] = {}
         for view in self.views(now, quotas):
@@ -292,4 +297,5 @@ class LiveQueue:
                     if held is not None and reason == "Quota" and caps is not None and quotas is not None:
                         est = cap_start(caps, t, quotas, now)
                     out[tid] = Explanation(reason, n, est, why)
-        return out
+        self.calibration.asked(now, out)
+        return self.calibration.adjust(now, out)

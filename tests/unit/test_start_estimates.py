@@ -8,7 +8,9 @@ import hypothesis
 import pytest
 from hypothesis import strategies as st
 
+from tacc_hub.scheduler.calibration import Calibration
 from tacc_hub.scheduler.policies import make
+from tacc_hub.scheduler.policy import Explanation, TaskView, View
 from tacc_hub.scheduler.sim import ClusterSpec, Job, JobRecord, simulate
 from tacc_hub.scheduler.sim.estimates import LATER, SUBMIT, Asked, StartEstimates, score, slurm_starts, written_limit
 
@@ -129,3 +131,86 @@ def test_score_counts_jobs_that_waited_ten_minutes_and_the_2x_band():
     assert s.ours_ratio == 2.0 and s.slurm_ratio == pytest.approx(2.001)
     empty = score(asked, records, LATER)
     assert empty.measured == 0 and math.isnan(empty.ours_2x)
+
+
+# -- calibration (``calibration.Calibration``) and tacc's projection --------------------------------------
+
+
+def _ex(est: float | None) -> Explanation:
+    return Explanation("Resources", 1, est, "")
+
+
+def test_calibration_learns_the_median_ratio_of_tasks_that_waited_ten_minutes_shrunk_and_bounded():
+    c = Calibration(window=50, prior=0)
+    assert c.factor() == 1.0 and c.adjust(0.0, {1: _ex(100.0)}) == {1: _ex(100.0)}
+    c.asked(0.0, {i: _ex(1000.0) for i in range(20)})  # every task told: in 1000 s
+    c.asked(5.0, {0: _ex(9.0)})  # only the first estimate counts
+    for i in range(10):
+        c.started(i, 2000.0)  # waited 2x the estimate
+    for i in range(10, 15):
+        c.started(i, 300.0)  # waited 5 min: not learned from
+    assert list(c.ratios) == [2.0] * 10 and c.factor() == pytest.approx(2.0)
+    out = c.adjust(100.0, {7: _ex(600.0), 8: _ex(None), 9: _ex(100.0)})
+    assert out[7].estimated_start == pytest.approx(100.0 + 500.0 * 2.0)
+    assert out[8].estimated_start is None
+    assert out[9].estimated_start == pytest.approx(100.0 + 60.0 * 2.0)  # a wait under a minute counts as one
+    c.forget(15)
+    c.started(15, 5000.0)  # forgotten (cancelled): nothing learned
+    assert len(c.ratios) == 10
+
+
+def test_calibration_factor_is_shrunk_toward_one_and_kept_within_its_bounds():
+    few = Calibration(prior=20)
+    few.asked(0.0, {1: _ex(1000.0)})
+    few.started(1, 4000.0)  # one ratio of 4: barely moves it
+    assert few.factor() == pytest.approx(4.0 ** (1 / 21))
+    high, low = Calibration(prior=0), Calibration(prior=0)
+    high.asked(0.0, {i: _ex(100.0) for i in range(5)})
+    low.asked(0.0, {i: _ex(1e5) for i in range(5)})
+    for i in range(5):
+        high.started(i, 1e4)  # 100x late: capped at hi
+        low.started(i, 1e3)  # 100x early: not below lo (1: the projection does not know of later arrivals)
+    assert high.factor() == 3.0 and low.factor() == 1.0
+
+
+def test_live_queue_calibrates_its_estimates_from_the_starts_it_makes():
+    from tacc_hub.scheduler import ClusterState, Node
+    from tacc_hub.scheduler.policies import FifoGang
+    from tacc_hub.scheduler.queue import LiveQueue
+
+    q = LiveQueue(ClusterState([Node("n0", 4)]), FifoGang())
+    q.calibration = Calibration(prior=0)
+    q.add(TaskView(1, "u", "g", submit=0.0, nodes=1, gpus_per_node=4, predicted=1000.0))
+    q.plan(0.0)  # 1 runs
+    for i in range(2, 6):
+        q.add(TaskView(i, "u", "g", submit=float(i), nodes=1, gpus_per_node=4, predicted=1000.0))
+    first = q.explain(10.0)
+    assert first[2].estimated_start == pytest.approx(1000.0)  # uncalibrated: 1's predicted end
+    q.drop(1)
+    q.plan(2000.0)  # 2 starts at 2000: waited 1990 s, told 990 s
+    assert list(q.calibration.ratios) == [pytest.approx(1990.0 / 990.0)]
+    later = q.explain(2010.0)
+    assert later[3].estimated_start == pytest.approx(2010.0 + (3000.0 - 2010.0) * 1990.0 / 990.0)
+
+
+def _tacc_scene(start: float, now: float = 50_000.0) -> View:
+    from tacc_hub.scheduler.cluster import NodeSlots, Placement
+    from tacc_hub.scheduler.policy import NodeView
+
+    run = {10: TaskView(10, "v", "g", submit=0.0, nodes=1, gpus_per_node=8, predicted=1e6, start=start,
+                        placement=Placement(nodes=[NodeSlots(node="n0", gpus=list(range(8)))]))}
+    waiting = {1: TaskView(1, "u", "g", submit=now - 1.0, nodes=1, gpus_per_node=8, predicted=100.0)}
+    return View(now, waiting, run, [NodeView("n0", 8, "s0", ())])
+
+
+def test_tacc_projection_counts_the_preemption_tacc_makes():
+    # a new task ranked above a long preemptible run: tacc preempts it now, and the estimate says now,
+    # not the run's expected end 1e6 s on
+    view = _tacc_scene(start=0.0)
+    acts = make("tacc").schedule(view)
+    assert [type(a).__name__ for a in acts] == ["Preempt", "Start"]
+    assert make("tacc").explain(view)[1].estimated_start == view.now
+    # the same run started 100 s ago: not preempted in its first min_run (600 s); the estimate is then
+    young = _tacc_scene(start=50_000.0 - 100.0)
+    assert not any(type(a).__name__ == "Start" for a in make("tacc").schedule(young))
+    assert make("tacc").explain(young)[1].estimated_start == pytest.approx(50_000.0 - 100.0 + 600.0)

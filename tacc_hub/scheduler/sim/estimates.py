@@ -5,8 +5,10 @@ an estimate (it arrived since the last pass, or it has waited ``after`` seconds,
 not started yet), it asks, on the view the pass is about to get (before ``schedule``, so the
 pass's decisions are what they would be without asking: ``explain`` syncs the policy with the
 very view ``schedule`` then sees):
-- ours: the policy's ``explain(view)`` (the live service's estimate; a policy without one
-  gets ``explain.explain`` in queue order, as the service's ``LiveQueue`` does);
+- ours: the policy's ``explain(view)`` (a policy without one gets ``explain.explain`` in queue
+  order), corrected by ``calibration.Calibration`` as the service's ``LiveQueue`` corrects it:
+  the calibration learns from the starts of the tasks it saw asked, up to this pass; the
+  uncorrected projection is kept too (``raw``);
 - Slurm-style (``slurm_starts``, as ``squeue --start`` with the builtin scheduler): every running
   job ends at its start plus its time limit, the queue walks in priority order (submit order:
   Slurm's ``priority/basic``), each job at the earliest time enough GPUs are free, holding them
@@ -34,6 +36,7 @@ from dataclasses import dataclass, field
 from statistics import median
 from typing import Protocol
 
+from ..calibration import Calibration
 from ..explain import explain as generic_explain
 from ..policy import Explanation, Policy, View
 from .metrics import JobRecord
@@ -78,8 +81,9 @@ class Asked:
     job: int
     kind: str  # SUBMIT (at its arrival) or LATER (``after`` seconds later, still waiting)
     at: float  # when asked (view time)
-    ours: float | None  # the policy's estimated start; None: it gave none
+    ours: float | None  # the policy's estimated start, calibrated (what the service shows); None: it gave none
     slurm: float | None  # the Slurm-style estimated start
+    raw: float | None = None  # the policy's projection before calibration
 
 
 class _State(Protocol):  # the simulator's per-job state, as read here
@@ -92,12 +96,14 @@ class StartEstimates:
     after: float = 3600.0  # the second ask, for jobs still waiting this long after arrival
     sample: int = 1  # ask for jobs whose id is a multiple of this
     limit: Callable[[Job], float] = written_limit  # the Slurm-style estimator's time limit of a job, seconds
+    calibration: Calibration | None = field(default_factory=Calibration)  # None: the raw projection
     asked: list[Asked] = field(default_factory=list)
     asks: int = 0  # passes that asked
     explain_s: float = 0.0  # time spent in the policy's explain
     slurm_s: float = 0.0  # time spent in the Slurm-style estimate
     _seen: set[int] = field(default_factory=set)
     _later: list[tuple[float, int]] = field(default_factory=list)
+    _track: dict[int, _State] = field(default_factory=dict)  # the calibration's tasks not yet started
 
     def at_pass(self, view: View, policy: Policy, state: Mapping[int, _State]) -> None:
         """Called by the simulator with each pass's view, before ``schedule``."""
@@ -121,7 +127,17 @@ class StartEstimates:
         self.asks += 1
         t0 = time.perf_counter()
         fn = getattr(policy, "explain", None)
-        ours: dict[int, Explanation] = fn(view) if fn is not None else generic_explain(view, list(waiting.values()))
+        raw: dict[int, Explanation] = fn(view) if fn is not None else generic_explain(view, list(waiting.values()))
+        cal = self.calibration
+        if cal is not None:
+            track = self._track
+            for tid in [k for k, st in track.items() if st.first_start >= 0]:  # started since the last ask,
+                cal.started(tid, track.pop(tid).first_start)  # as the live queue tells it at each start
+            cal.asked(now, raw)
+            for tid in raw:
+                if tid not in track:
+                    track[tid] = state[tid]
+        ours = cal.adjust(now, raw) if cal is not None else raw
         t1 = time.perf_counter()
         limit = self.limit
         running = [(t.start if t.start is not None else now) + limit(state[t.id].job) for t in view.running.values()]
@@ -133,8 +149,9 @@ class StartEstimates:
         self.slurm_s += time.perf_counter() - t1
         self.explain_s += t1 - t0
         for tid, kind in due:
-            e = ours.get(tid)
-            self.asked.append(Asked(tid, kind, now, e.estimated_start if e is not None else None, slurm.get(tid)))
+            e, r = ours.get(tid), raw.get(tid)
+            self.asked.append(Asked(tid, kind, now, e.estimated_start if e is not None else None, slurm.get(tid),
+                                    r.estimated_start if r is not None else None))
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +163,8 @@ class Score:
     slurm_err: float
     ours_ratio: float  # median estimated / actual wait (> 1: estimates too late)
     slurm_ratio: float
+    raw_2x: float = math.nan  # the same for the projection before calibration
+    raw_ratio: float = math.nan
 
 
 def _ratio(est: float | None, at: float, actual: float) -> float:
@@ -157,6 +176,7 @@ def score(asked: Sequence[Asked], records: Iterable[JobRecord], kind: str, min_w
     starts = {r.id: r.first_start for r in records}
     ours: list[float] = []  # estimated / actual wait
     slurm: list[float] = []
+    raw: list[float] = []
     for a in asked:
         start = starts.get(a.job)
         if a.kind != kind or start is None or start - a.at < min_wait:
@@ -164,6 +184,7 @@ def score(asked: Sequence[Asked], records: Iterable[JobRecord], kind: str, min_w
         actual = start - a.at
         ours.append(_ratio(a.ours, a.at, actual))
         slurm.append(_ratio(a.slurm, a.at, actual))
+        raw.append(_ratio(a.raw, a.at, actual))
     if not ours:
         return Score(0, math.nan, math.nan, math.nan, math.nan, math.nan, math.nan)
 
@@ -173,4 +194,5 @@ def score(asked: Sequence[Asked], records: Iterable[JobRecord], kind: str, min_w
     def err(rs: list[float]) -> float:
         return median(abs(r - 1.0) for r in rs)
 
-    return Score(len(ours), within(ours), within(slurm), err(ours), err(slurm), median(ours), median(slurm))
+    return Score(len(ours), within(ours), within(slurm), err(ours), err(slurm), median(ours), median(slurm),
+                 within(raw), median(raw))
