@@ -5,12 +5,13 @@ arrive later and rank ahead, nor of the shapes GPUs are free in, so its
 estimates run early, by a factor that depends on the load and the workload.
 ``Calibration`` learns that factor online: the first estimate given to each task
 (``asked``) is kept, and when the task starts (``started``) the ratio actual /
-estimated wait joins a window of the last ``window`` ratios. ``factor`` is their
-median, shrunk toward 1 while there are few (as if ``prior`` more ratios of 1 were
-in the window) and kept within [``lo``, ``hi``] (1 to 3): a regime the window
-learned from (a burst, an outage) may be over by the time its tasks start, and
-the factor carries it over to the next; the bound limits that, it does not undo
-it (where the projection is already right the correction still costs: see
+estimated wait joins a window of the last ``window`` ratios, of at most ``horizon``
+seconds ago (7 days: a regime that is over, a burst last month, must not correct
+today's estimates; where few tasks wait, the window is mostly empty and the
+projection shown as it is). ``factor`` is their median, shrunk toward 1 while
+there are few (as if ``prior`` more ratios of 1 were in the window) and kept within
+[``lo``, ``hi``] (1 to 3): a regime the window learned from may be over by the
+time its tasks start, and the bound limits what it carries over (see
 benchmarks/README.md, "Start estimates"). ``adjust`` scales every estimated wait
 by the factor. Only what has already happened is used (no future
 information), so a replay measures what a live service would show.
@@ -37,15 +38,18 @@ from .policy import Explanation
 
 MIN_WAIT = 600.0  # learn from tasks that waited at least this long (s)
 FLOOR = 60.0  # estimated waits shorter than this count as this long (s)
+HORIZON = 7 * 86400.0  # learn only from starts this recent (s)
 
 
 class Calibration:
     def __init__(self, window: int = 200, prior: int = 20, lo: float = 1.0, hi: float = 3.0,
-                 min_wait: float = MIN_WAIT) -> None:
+                 min_wait: float = MIN_WAIT, horizon: float = HORIZON) -> None:
         self.prior = prior
         self.lo = lo
         self.hi = hi
         self.min_wait = min_wait
+        self.horizon = horizon
+        self.times: deque[float] = deque(maxlen=window)  # when each of ``ratios`` was learned
         self.ratios: deque[float] = deque(maxlen=window)  # actual / estimated wait of the last tasks started
         self.first: dict[int, tuple[float, float]] = {}  # task -> (when first asked, its estimated wait then)
         self._factor: float | None = None  # the median of ``ratios`` (None: recompute)
@@ -66,14 +70,20 @@ class Calibration:
         wait = at - asked_at
         if wait >= self.min_wait:
             self.ratios.append(wait / max(est, FLOOR))
+            self.times.append(at)
             self._factor = None
 
     def forget(self, tid: int) -> None:
         """Task ``tid`` left the queue without starting (cancelled)."""
         self.first.pop(tid, None)
 
-    def factor(self) -> float:
-        """The correction applied to estimated waits (see the module docstring)."""
+    def factor(self, now: float | None = None) -> float:
+        """The correction applied to estimated waits at ``now`` (see the module docstring)."""
+        if now is not None:
+            while self.times and self.times[0] < now - self.horizon:  # too old: forgotten
+                self.times.popleft()
+                self.ratios.popleft()
+                self._factor = None
         if self._factor is None:
             n = len(self.ratios)
             f = math.exp(math.log(max(median(self.ratios), 1e-9)) * n / (n + self.prior)) if n else 1.0
@@ -82,7 +92,7 @@ class Calibration:
 
     def adjust(self, now: float, raw: Mapping[int, Explanation]) -> dict[int, Explanation]:
         """``raw`` with every estimated wait scaled by ``factor`` (never before ``now``)."""
-        f = self.factor()
+        f = self.factor(now)
         if f == 1.0:
             return dict(raw)
         out: dict[int, Explanation] = {}

@@ -214,3 +214,15 @@ def test_tacc_projection_counts_the_preemption_tacc_makes():
     young = _tacc_scene(start=50_000.0 - 100.0)
     assert not any(type(a).__name__ == "Start" for a in make("tacc").schedule(young))
     assert make("tacc").explain(young)[1].estimated_start == pytest.approx(50_000.0 - 100.0 + 600.0)
+
+
+def test_calibration_forgets_what_it_learned_more_than_its_horizon_ago():
+    c = Calibration(prior=0, horizon=86400.0)
+    c.asked(0.0, {i: _ex(1000.0) for i in range(5)})
+    for i in range(5):
+        c.started(i, 3000.0)  # 3x late, a burst
+    assert c.factor(3000.0) == pytest.approx(3.0)
+    assert c.factor(3000.0 + 86400.0) == pytest.approx(3.0)  # a day later: still within the horizon
+    assert c.factor(3001.0 + 86400.0) == 1.0 and not c.ratios  # past it: forgotten, the projection as it is
+    out = c.adjust(1e6, {9: _ex(1e6 + 600.0)})
+    assert out[9].estimated_start == pytest.approx(1e6 + 600.0)
