@@ -387,7 +387,8 @@ def test_tcloud_open_prints_the_url(service: ServiceProcess, web: Web) -> None:
 
 def test_tcloud_port_forward_tunnels_http(service: ServiceProcess, web: Web) -> None:
     local = free_port()
-    env = {**os.environ, "TACC_URL": service.url, "TACC_TOKEN": service.token("alice"), "TACC_CONFIG": "/nonexistent"}
+    env = {**os.environ, "TACC_URL": service.url, "TACC_TOKEN": service.token("alice"), "TACC_CONFIG": "/nonexistent",
+           "PYTHONFAULTHANDLER": "1"}
     proc = subprocess.Popen([str(BIN / "tcloud"), "port-forward", str(web.task), str(web.http), str(local)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
     try:
@@ -403,9 +404,17 @@ def test_tcloud_port_forward_tunnels_http(service: ServiceProcess, web: Web) -> 
         assert r.status == 200 and json.loads(r.data)["uri"] == "/headers/tunnel"
         r = http.request("POST", f"http://127.0.0.1:{local}/upload", body=b"z" * 300_000, retries=False, timeout=30)
         assert json.loads(r.data)["size"] == 300_000
+        held = socket.create_connection(("127.0.0.1", local), timeout=30)  # a browser's keep-alive connection
+        held.sendall(b"GET /headers/held HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert held.recv(64).startswith(b"HTTP/1.1 200"), "the held connection is carried"
     finally:
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=30)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C stops it even with that connection still open
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:  # seen once under load: dump its threads (faulthandler) to learn where
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=30)
+            pytest.fail(f"Ctrl-C did not stop tcloud port-forward within 30 s; its threads:\n{err}")
     assert proc.returncode == 0, err
     assert "Traceback" not in err
     res = tcloud(service, "bob", "port-forward", str(web.task), str(web.http), str(free_port()))
